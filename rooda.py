@@ -1,0 +1,2110 @@
+#!/usr/bin/env python3
+"""rooda.py - run an AI coding agent in an OODA loop until the work is done.
+
+Each iteration assembles a prompt from four phase files (observe, orient, decide,
+act) chosen by a named procedure, pipes it to an agent CLI (claude, codex, gemini,
+...) started as a fresh process, streams and scans its output for the promise
+signals <promise>SUCCESS</promise> and <promise>FAILURE</promise>, decides the
+iteration's outcome, and stops on success, an iteration cap, repeated failure, a
+time budget or a signal -- leaving no process of the agent behind.
+
+This is one file with no dependency beyond the standard library of CPython 3.8 or
+newer. Copy it into a repository together with prompts/ and rooda-config.json (or
+run ``python3 rooda.py vendor DIR``) and run ``python3 rooda.py build``.
+
+Public names (``__all__``): main, load_config, assemble_prompt, run_agent,
+classify_outcome, SignalScanner, RoodaError, UsageError, ConfigError.
+
+Sections, in this order (each name is defined before it is used):
+   1. constants
+   2. errors
+   3. small utilities
+   4. configuration (files, tiers, validation, provenance, agent command)
+   5. prompt assembly
+   6. agent process (spawn, stream, scan, kill)
+   7. progress lines
+   8. the loop
+   9. command line (parser, commands)
+  10. main
+"""
+from __future__ import annotations
+
+import sys
+
+if sys.version_info < (3, 8):  # before anything that could fail on an old interpreter
+    sys.stderr.write("rooda: error: Python 3.8 or newer is required\n")
+    sys.exit(2)
+
+import os
+import signal
+import time
+
+# Licence: MIT. The version lives here and nowhere else (the Makefile and --version read it).
+__version__ = "0.1.0"
+
+__all__ = [
+    "main", "load_config", "assemble_prompt", "run_agent", "classify_outcome",
+    "SignalScanner", "RoodaError", "UsageError", "ConfigError", "__version__",
+]
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only; never imported at run time (start-up cost)
+    from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+
+# ----------------------------------------------------------------------
+# 1. Constants
+# ----------------------------------------------------------------------
+
+# Where rooda.py lives: the shipped config, prompts/ and the built-in log_dir resolve here.
+ROODA_DIR = os.path.dirname(os.path.abspath(__file__))
+# The shipped procedures, beside rooda.py (tier "shipped").
+SHIPPED_CONFIG = os.path.join(ROODA_DIR, "rooda-config.json")
+# File names a workspace (or global) config may have, in the order they are looked for.
+CONFIG_NAMES = ("rooda-config.json", "rooda-config.yml", "rooda-config.yaml")
+
+# The four OODA phases, in prompt order.
+PHASES = ("observe", "orient", "decide", "act")
+# Words that are commands, so no procedure may take them.
+RESERVED_WORDS = ("run", "prompt", "list", "info", "config", "doctor", "vendor", "help", "version")
+
+# Iteration outcomes (SPEC 5, the outcome matrix).
+SUCCESS = "success"
+COMPLETED = "completed"
+FAILURE = "failure"
+TIMEOUT = "timeout"
+REJECTED = "rejected"
+# Outcomes that count as a failure towards the threshold and get `, consecutive: x/y`.
+FAILING_OUTCOMES = (FAILURE, TIMEOUT, REJECTED)
+
+# Loop statuses and the exit code each one ends with (interrupted: 128 + signal).
+STATUS_COMPLETED = "completed"
+STATUS_ABORTED = "aborted"
+STATUS_STUCK = "stuck"
+STATUS_INTERRUPTED = "interrupted"
+STATUS_ERROR = "error"
+EXIT_CODES = {STATUS_COMPLETED: 0, STATUS_ABORTED: 1, STATUS_ERROR: 2, STATUS_STUCK: 3}
+
+# Signal kinds, as they appear in the jsonl log and the iteration records.
+SIGNAL_SUCCESS = "SUCCESS"
+SIGNAL_FAILURE = "FAILURE"
+
+# Bytes per os.read of the agent's pipes and per os.write of the prompt.
+READ_SIZE = 65536
+# After the agent exits, how long output from leftover children is still read before
+# the group is terminated (a background child holding stdout must not stall the loop).
+DRAIN_SECONDS = 0.3
+# How often the process group is probed while waiting for it to empty.
+GROUP_POLL_SECONDS = 0.02
+# After SIGKILL, how long to wait for the pipes to close before abandoning them (a
+# process in uninterruptible sleep, or one that escaped the group, may hold them).
+KILL_WAIT_SECONDS = 2.0
+# Upper bound of the back-off delay between failing iterations.
+BACKOFF_CAP_SECONDS = 300.0
+# Bytes of the previous iteration's output quoted in the next prompt (SPEC 4).
+FEEDBACK_TAIL_BYTES = 2048
+# Largest prompt passed as one argument with {prompt} (ARG_MAX is often 128 KiB per arg).
+PROMPT_ARG_LIMIT = 128 * 1024
+# Built-in default cap when no tier sets one (seed 000).
+DEFAULT_MAX_ITERATIONS = 5
+
+# Tier 1, "built-in": the loop settings (SPEC 3). Every other tier overrides these.
+BUILTIN_LOOP = {
+    "default_max_iterations": DEFAULT_MAX_ITERATIONS,
+    "iteration_mode": "max-iterations",
+    "failure_threshold": 3,
+    "iteration_timeout": None,
+    "idle_timeout": None,
+    "max_time": None,
+    "delay": 0,
+    "backoff": 1,
+    "kill_grace": 5,
+    "gate_timeout": 600,
+    "ai_cmd": None,
+    "ai_cmd_alias": None,
+    "env": {},
+    "show_ai_output": False,
+    "feedback": True,
+    "log_dir": "logs",
+    "max_output_buffer": 65536,
+    "log_level": "info",
+    "log_timestamp_format": "time",
+    "signals": {
+        "success": ["<promise>SUCCESS</promise>"],
+        "failure": ["<promise>FAILURE</promise>"],
+    },
+}
+
+# Agent presets (SPEC 9), in auto-detection order: name -> (command, extra environment).
+# Each is the CLI's documented unattended form with tools auto-approved and the prompt
+# on stdin, or in {prompt_file} / {prompt} where the CLI cannot read stdin; the sources
+# and pitfalls are in the README's preset table.
+PRESETS = {
+    "claude": ("claude -p --dangerously-skip-permissions", {}),
+    "codex": ("codex exec --dangerously-bypass-approvals-and-sandbox"
+              " --skip-git-repo-check --color never -", {}),
+    "gemini": ("gemini --yolo --skip-trust -o text", {}),
+    "copilot": ("copilot --allow-all-tools --no-ask-user --no-auto-update -s", {}),
+    "cursor-agent": ("cursor-agent -p --force --trust --output-format text {prompt}", {}),
+    "kiro-cli": ("kiro-cli chat --no-interactive --trust-all-tools", {}),
+    "amp": ("amp --dangerously-allow-all -x", {}),
+    "opencode": ("opencode run --auto", {}),
+    "qwen": ("qwen --yolo -o text", {}),
+    "goose": ("goose run --no-session -q -i -", {"GOOSE_MODE": "auto"}),
+    "aider": ("aider --message-file {prompt_file} --yes-always --no-pretty --no-stream"
+              " --no-check-update --no-analytics --no-show-model-warnings", {}),
+}
+
+# The loop settings that ROODA_LOOP_<KEY> environment variables may set (scalars only).
+PROMPT_FILE_TOKEN = "{prompt_file}"
+PROMPT_TOKEN = "{prompt}"
+
+
+# ----------------------------------------------------------------------
+# 2. Errors
+# ----------------------------------------------------------------------
+
+class RoodaError(Exception):
+    """A mistake or a failed precondition that ends rooda with a message and an exit code."""
+
+    exit_code = 2
+
+
+class UsageError(RoodaError):
+    """The command line is wrong (exit 2)."""
+
+
+class ConfigError(RoodaError):
+    """One or more problems in a configuration file, each located as precisely as known.
+
+    ``problems`` holds tuples (path, line, column, message, source line); line and
+    column are 1-based or None. All problems of a run are reported together.
+    """
+
+    def __init__(self, message: str, path: Optional[str] = None, line: Optional[int] = None,
+                 col: Optional[int] = None, source: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.problems = [(path, line, col, message, source)]
+
+    @classmethod
+    def collect(cls, problems: List[tuple]) -> "ConfigError":
+        error = cls(problems[0][3])
+        error.problems = list(problems)
+        return error
+
+    def lines(self) -> List[str]:
+        """The report: `path:line:col: message`, then the offending line and a caret."""
+        out = []
+        for path, line, col, message, source in self.problems:
+            where = [str(part) for part in (path, line, col) if part is not None]
+            out.append("%s: %s" % (":".join(where), message) if where else message)
+            if source is not None and col is not None:
+                out.append("  " + source.rstrip("\n"))
+                out.append("  " + " " * (col - 1) + "^")
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+# ----------------------------------------------------------------------
+# 3. Small utilities
+# ----------------------------------------------------------------------
+
+def format_duration(seconds: float) -> str:
+    """45.2s under a minute, then 2m16s, then 1h02m03s (seed 000's progress lines)."""
+    if round(seconds, 1) < 60:
+        return "%.1fs" % max(seconds, 0.0)
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return "%dh%02dm%02ds" % (hours, minutes, secs)
+    return "%dm%02ds" % (minutes, secs)
+
+
+def format_budget(seconds: float) -> str:
+    """A configured span in its shortest exact words: 30m, 1h, 90s, 1m30s, 2.5s."""
+    if seconds != int(seconds):
+        return "%gs" % seconds
+    whole = int(seconds)
+    parts = []
+    for unit, size in (("h", 3600), ("m", 60), ("s", 1)):
+        count, whole = divmod(whole, size)
+        if count:
+            parts.append("%d%s" % (count, unit))
+    return "".join(parts) or "0s"
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`; did you mean 'x'?` when a choice is close to word, else an empty string."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return "; did you mean '%s'?" % close[0] if close else ""
+
+
+def plural(count: int, word: str) -> str:
+    """`1 iteration`, `2 iterations`."""
+    return "%d %s%s" % (count, word, "" if count == 1 else "s")
+
+
+def read_text(path: str, what: str) -> str:
+    """A file's text (UTF-8, undecodable bytes replaced) or a RoodaError naming `what`."""
+    try:
+        with open(path, "rb") as stream:
+            return stream.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        raise RoodaError("%s not found: %s" % (what, path)) from None
+    except IsADirectoryError:
+        raise RoodaError("%s is a directory, not a file: %s" % (what, path)) from None
+    except OSError as exc:
+        raise RoodaError("cannot read %s %s: %s" % (what, path, exc.strerror)) from None
+
+
+def signal_name(signum: int) -> str:
+    """SIGINT for 2, or `signal N` for a number Python has no name for."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "signal %d" % signum
+
+
+class Record:
+    """A small immutable record with named fields.
+
+    The records and settings of this module are classes like this one rather than
+    dataclasses: importing dataclasses costs about 9 ms of start-up (it imports
+    inspect), a quarter of the start-up budget (SPEC 11).
+    """
+
+    __slots__: Tuple[str, ...] = ()
+
+    def __init__(self, **fields: object) -> None:
+        missing = set(self.__slots__) - set(fields)
+        if missing:
+            raise TypeError("%s: missing fields %s" % (type(self).__name__, sorted(missing)))
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("%s is immutable" % type(self).__name__)
+
+    def __repr__(self) -> str:
+        inner = ", ".join("%s=%r" % (name, getattr(self, name)) for name in self.__slots__)
+        return "%s(%s)" % (type(self).__name__, inner)
+
+
+# ----------------------------------------------------------------------
+# 4. Configuration
+# ----------------------------------------------------------------------
+# Tiers, lowest first: built-in (BUILTIN_LOOP, PRESETS), shipped (rooda-config.json
+# beside rooda.py), workspace (./rooda-config.json or --config), flags. Mappings are
+# deep-merged key by key, lists replaced, null unsets. Relative paths are resolved
+# against the file that names them before merging, so provenance never matters for
+# meaning; it is kept per key for error messages.
+
+TIER_BUILTIN = "built-in"
+TIER_SHIPPED = "shipped"
+TIER_WORKSPACE = "workspace"
+
+
+class Config(Record):
+    """The merged configuration: data, and for each key path the (tier, file) it came from."""
+
+    __slots__ = ("data", "provenance", "files")
+
+    def loop(self, key: str) -> object:
+        """A loop setting, falling back to the built-in default when a tier unset it."""
+        return self.data.get("loop", {}).get(key, BUILTIN_LOOP.get(key))
+
+    def procedure(self, name: str) -> dict:
+        """A procedure's settings, or a UsageError that proposes the closest name."""
+        procedures = self.data.get("procedures", {})
+        if name not in procedures:
+            hint = did_you_mean(name, procedures)
+            if not hint and procedures:
+                hint = " (see 'python3 rooda.py list')"
+            raise UsageError("unknown procedure '%s'%s" % (name, hint))
+        return procedures[name]
+
+
+def _read_json(path: str) -> dict:
+    """A JSON config file as a dict, or a ConfigError at path:line:col."""
+    import json
+
+    try:
+        with open(path, "rb") as stream:
+            raw = stream.read()
+    except OSError as exc:
+        raise ConfigError("cannot read config file: %s" % (exc.strerror or exc), path) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("not valid UTF-8 (byte %d)" % exc.start, path) from None
+
+    def reject_duplicates(pairs: List[Tuple[str, object]]) -> dict:
+        result: dict = {}
+        for key, value in pairs:
+            if key in result:
+                raise ConfigError("duplicate key '%s'" % key, path)
+            result[key] = value
+        return result
+
+    try:
+        data = json.loads(text, object_pairs_hook=reject_duplicates)
+    except json.JSONDecodeError as exc:
+        source = text.splitlines()[exc.lineno - 1] if text.strip() else ""
+        message = exc.msg[0].lower() + exc.msg[1:]
+        raise ConfigError(message, path, exc.lineno, exc.colno, source) from None
+    if not isinstance(data, dict):
+        raise ConfigError("the top level must be a mapping (an object), not %s"
+                          % _type_name(data), path, 1, 1)
+    return data
+
+
+def _read_config_file(path: str) -> dict:
+    """Any supported config file as a dict."""
+    if path.endswith((".yml", ".yaml")):
+        raise ConfigError("YAML configuration is not supported by this version of rooda;"
+                          " use rooda-config.json", path)
+    return _read_json(path)
+
+
+def _find_config(directory: str) -> Optional[str]:
+    """The config file in a directory, None without one; two of them are ambiguous."""
+    found = [name for name in CONFIG_NAMES if os.path.isfile(os.path.join(directory, name))]
+    if len(found) > 1:
+        raise ConfigError("ambiguous configuration: both %s exist; keep one"
+                          % " and ".join(found), os.path.join(directory, found[0]))
+    return os.path.join(directory, found[0]) if found else None
+
+
+def _type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+def _resolve_fragments(value: object, base: str, where: str, problems: list,
+                       path: str) -> object:
+    """A phase value in its canonical form: a list of {path} / {content} fragments.
+
+    Accepts a bare path (the Go rooda's v0.1 form), a list of paths, and a list of
+    {path, parameters} / {content} items. Relative paths resolve against `base`, the
+    directory of the file that names them; `builtin:X` names prompts/X beside rooda.py.
+    """
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        problems.append((path, None, None, "%s: needs at least one fragment" % where, None))
+    fragments = []
+    for index, item in enumerate(items):
+        label = "%s[%d]" % (where, index) if isinstance(value, list) else where
+        if isinstance(item, str):
+            item = {"path": item}
+        if not isinstance(item, dict):
+            problems.append((path, None, None, "%s: must be a path or a mapping with 'path' or"
+                             " 'content', not %s" % (label, _type_name(item)), None))
+            continue
+        unknown = [key for key in item if key not in ("path", "content", "parameters")]
+        for key in unknown:
+            problems.append((path, None, None, "%s: unknown key '%s'%s" % (
+                label, key, did_you_mean(key, ("path", "content", "parameters"))), None))
+        has_path, has_content = "path" in item, "content" in item
+        if has_path == has_content:
+            problems.append((path, None, None, "%s: needs exactly one of 'path' and 'content'"
+                             % label, None))
+            continue
+        fragment: dict = {}
+        if has_path:
+            target = item["path"]
+            if not isinstance(target, str) or not target.strip():
+                problems.append((path, None, None, "%s.path: must be a non-empty string" % label,
+                                 None))
+                continue
+            fragment["path"] = _resolve_fragment_path(target, base)
+        else:
+            if not isinstance(item["content"], str):
+                problems.append((path, None, None, "%s.content: must be a string, not %s"
+                                 % (label, _type_name(item["content"])), None))
+                continue
+            fragment["content"] = item["content"]
+        parameters = item.get("parameters")
+        if parameters is not None:
+            if not isinstance(parameters, dict) or not all(
+                    isinstance(v, (str, int, float, bool)) for v in parameters.values()):
+                problems.append((path, None, None, "%s.parameters: must be a mapping of names"
+                                 " to scalar values" % label, None))
+                continue
+            fragment["parameters"] = {str(k): _scalar_text(v) for k, v in parameters.items()}
+        fragments.append(fragment)
+    return fragments
+
+
+def _resolve_fragment_path(target: str, base: str) -> str:
+    if target.startswith("builtin:"):
+        name = target[len("builtin:"):].lstrip("/")
+        for prefix in ("prompts/", "fragments/"):
+            if name.startswith(prefix):
+                name = name[len(prefix):]
+        return os.path.join(ROODA_DIR, "prompts", name)
+    return os.path.normpath(os.path.join(base, os.path.expanduser(target)))
+
+
+def _scalar_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _prepare_layer(raw: dict, path: str, problems: list) -> dict:
+    """One file's data with its relative paths resolved against the file's directory."""
+    base = os.path.dirname(os.path.abspath(path))
+    layer = dict(raw)
+    loop = layer.get("loop")
+    if isinstance(loop, dict) and isinstance(loop.get("log_dir"), str):
+        loop = dict(loop)
+        loop["log_dir"] = os.path.normpath(os.path.join(base, os.path.expanduser(loop["log_dir"])))
+        layer["loop"] = loop
+    procedures = layer.get("procedures")
+    if isinstance(procedures, dict):
+        resolved = {}
+        for name, procedure in procedures.items():
+            if isinstance(procedure, dict):
+                procedure = dict(procedure)
+                for phase in PHASES:
+                    if phase in procedure and procedure[phase] is not None:
+                        procedure[phase] = _resolve_fragments(
+                            procedure[phase], base, "procedures.%s.%s" % (name, phase),
+                            problems, path)
+            resolved[name] = procedure
+        layer["procedures"] = resolved
+    return layer
+
+
+def _merge(into: dict, layer: dict, source: Tuple[str, Optional[str]], provenance: dict,
+           prefix: str = "") -> None:
+    """Deep-merge `layer` into `into`: mappings key by key, lists replaced, null unsets."""
+    for key, value in layer.items():
+        dotted = prefix + str(key)
+        if value is None:
+            into.pop(key, None)
+            provenance[dotted] = source
+        elif isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value, source, provenance, dotted + ".")
+        else:
+            into[key] = _copy(value)
+            provenance[dotted] = source
+            for stale in [k for k in provenance if k.startswith(dotted + ".")]:
+                provenance[stale] = source
+
+
+def _copy(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None) -> Config:
+    """Load and merge the configuration tiers, then validate the result once.
+
+    `config_path` is the workspace file (--config); without it ./rooda-config.json
+    (or .yml / .yaml) in `cwd` is used when present.
+    """
+    cwd = cwd or os.getcwd()
+    data: dict = {"loop": _copy(BUILTIN_LOOP),
+                  "ai_cmd_aliases": {name: command for name, (command, _) in PRESETS.items()},
+                  "procedures": {}}
+    provenance: dict = {}
+    _merge({}, data, (TIER_BUILTIN, None), provenance)
+    files: List[Tuple[str, str]] = []
+    problems: list = []
+
+    candidates = []
+    if os.path.isfile(SHIPPED_CONFIG):
+        candidates.append((TIER_SHIPPED, SHIPPED_CONFIG))
+    if config_path is not None:
+        workspace = os.path.join(cwd, os.path.expanduser(config_path))
+        if not os.path.exists(workspace):
+            raise ConfigError("config file not found", config_path)
+        if os.path.isdir(workspace):
+            raise ConfigError("config path is a directory, not a file", config_path)
+    else:
+        workspace = _find_config(cwd)
+    if workspace is not None:
+        if not any(os.path.exists(f) and os.path.samefile(workspace, f) for _, f in candidates):
+            candidates.append((TIER_WORKSPACE, workspace))
+
+    for tier, path in candidates:
+        shown = _display_path(path, cwd)
+        layer = _prepare_layer(_read_config_file(path), shown, problems)
+        _merge(data, layer, (tier, shown), provenance)
+        files.append((tier, shown))
+    config = Config(data=data, provenance=provenance, files=files)
+    problems.extend(validate_config(config))
+    if problems:
+        raise ConfigError.collect(problems)
+    return config
+
+
+def _display_path(path: str, cwd: str) -> str:
+    """A path as short as it can be said: relative to cwd when below it."""
+    relative = os.path.relpath(path, cwd)
+    return path if relative.startswith("..") else relative
+
+
+# Validators return an error message, or None when the value is acceptable.
+
+def _v_int(minimum: int) -> Callable[[object], Optional[str]]:
+    def check(value: object) -> Optional[str]:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "must be a whole number >= %d, not %s" % (minimum, _type_name(value))
+        if value < minimum:
+            return "must be >= %d, got %d" % (minimum, value)
+        return None
+    return check
+
+
+def _v_seconds(minimum_exclusive: bool = True, nullable: bool = True) -> Callable[[object], Optional[str]]:
+    def check(value: object) -> Optional[str]:
+        if value is None and nullable:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "must be a number of seconds, not %s" % _type_name(value)
+        if value != value or value == float("inf"):
+            return "must be a finite number of seconds"
+        if value < 0 or (minimum_exclusive and value == 0):
+            return "must be %s 0" % (">" if minimum_exclusive else ">=")
+        return None
+    return check
+
+
+def _v_number(minimum: float) -> Callable[[object], Optional[str]]:
+    def check(value: object) -> Optional[str]:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            return "must be a number, not %s" % _type_name(value)
+        if value < minimum:
+            return "must be >= %g" % minimum
+        return None
+    return check
+
+
+def _v_bool(value: object) -> Optional[str]:
+    return None if isinstance(value, bool) else "must be true or false, not %s" % _type_name(value)
+
+
+def _v_str(value: object) -> Optional[str]:
+    return None if isinstance(value, str) else "must be a string, not %s" % _type_name(value)
+
+
+def _v_optional_str(value: object) -> Optional[str]:
+    return None if value is None else _v_str(value)
+
+
+def _v_command(value: object) -> Optional[str]:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        return "must be a non-empty command string"
+    return None
+
+
+def _v_enum(*choices: str) -> Callable[[object], Optional[str]]:
+    def check(value: object) -> Optional[str]:
+        if value in choices:
+            return None
+        hint = did_you_mean(value, choices) if isinstance(value, str) else ""
+        return "must be one of %s, not %r%s" % (", ".join(choices), value, hint)
+    return check
+
+
+def _v_env(value: object) -> Optional[str]:
+    if not isinstance(value, dict):
+        return "must be a mapping of variable names to strings, not %s" % _type_name(value)
+    for name, setting in value.items():
+        if not name or "=" in name:
+            return "has an invalid variable name %r" % name
+        if not isinstance(setting, (str, int, float, bool)):
+            return "variable %s must be a string, not %s" % (name, _type_name(setting))
+    return None
+
+
+def _v_signals(value: object) -> Optional[str]:
+    if not isinstance(value, dict):
+        return "must be a mapping with 'success' and 'failure' lists"
+    for key, strings in value.items():
+        if key not in ("success", "failure"):
+            return "has an unknown key '%s'%s" % (key, did_you_mean(key, ("success", "failure")))
+        if not isinstance(strings, list) or not strings or not all(
+                isinstance(s, str) and s.strip() for s in strings):
+            return "%s must be a non-empty list of non-empty strings" % key
+    return None
+
+
+def _v_paths(value: object) -> Optional[str]:
+    if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+        return "must be a list of paths"
+    return None
+
+
+def _v_stuck(value: object) -> Optional[str]:
+    if not isinstance(value, dict):
+        return "must be a mapping like {same_error: 3, no_change: 2}"
+    for key, setting in value.items():
+        if key not in ("same_error", "no_change"):
+            return "has an unknown key '%s'%s" % (key, did_you_mean(key, ("same_error", "no_change")))
+        problem = _v_int(1)(setting)
+        if problem:
+            return "%s %s" % (key, problem)
+    return None
+
+
+def _v_git(value: object) -> Optional[str]:
+    if not isinstance(value, dict):
+        return "must be a mapping like {commit: true, push: false, message: '...'}"
+    for key, setting in value.items():
+        if key not in ("commit", "push", "message"):
+            return "has an unknown key '%s'%s" % (key, did_you_mean(key, ("commit", "push", "message")))
+        problem = _v_str(setting) if key == "message" else _v_bool(setting)
+        if problem:
+            return "%s %s" % (key, problem)
+    return None
+
+
+LOOP_SCHEMA = {
+    "default_max_iterations": _v_int(1),
+    "iteration_mode": _v_enum("max-iterations", "unlimited"),
+    "failure_threshold": _v_int(1),
+    "iteration_timeout": _v_seconds(),
+    "idle_timeout": _v_seconds(),
+    "max_time": _v_seconds(),
+    "delay": _v_seconds(minimum_exclusive=False, nullable=False),
+    "backoff": _v_number(1),
+    "kill_grace": _v_seconds(minimum_exclusive=False, nullable=False),
+    "gate_timeout": _v_seconds(nullable=False),
+    "ai_cmd": _v_command,
+    "ai_cmd_alias": _v_optional_str,
+    "env": _v_env,
+    "show_ai_output": _v_bool,
+    "feedback": _v_bool,
+    "log_dir": _v_str,
+    "max_output_buffer": _v_int(FEEDBACK_TAIL_BYTES),
+    "log_level": _v_enum("debug", "info", "warn", "error"),
+    "log_timestamp_format": _v_str,
+    "signals": _v_signals,
+}
+
+PROCEDURE_SCHEMA = {
+    "display": _v_str,
+    "summary": _v_str,
+    "description": _v_str,
+    "default_max_iterations": _v_int(1),
+    "iteration_mode": _v_enum("max-iterations", "unlimited"),
+    "iteration_timeout": _v_seconds(),
+    "idle_timeout": _v_seconds(),
+    "failure_threshold": _v_int(1),
+    "max_time": _v_seconds(),
+    "ai_cmd": _v_command,
+    "ai_cmd_alias": _v_optional_str,
+    "env": _v_env,
+    "requires": _v_paths,
+    "requires_hint": _v_str,
+    "verify": _v_command,
+    "done_when": _v_command,
+    "stuck": _v_stuck,
+    "git": _v_git,
+}
+
+
+def validate_config(config: Config) -> List[tuple]:
+    """Every problem of the merged configuration, each as a ConfigError problem tuple."""
+    problems: List[tuple] = []
+
+    def report(key: str, message: str) -> None:
+        tier, path = config.provenance.get(key, (TIER_BUILTIN, None))
+        problems.append((path or "<built-in>", None, None, "%s: %s" % (key, message), None))
+
+    data = config.data
+    for key in data:
+        if key not in ("loop", "ai_cmd_aliases", "procedures"):
+            report(key, "unknown key%s" % did_you_mean(key, ("loop", "ai_cmd_aliases", "procedures")))
+    sections = {"loop": dict, "ai_cmd_aliases": dict, "procedures": dict}
+    for key, kind in sections.items():
+        if key in data and not isinstance(data[key], kind):
+            report(key, "must be a mapping, not %s" % _type_name(data[key]))
+    loop = data.get("loop", {}) if isinstance(data.get("loop"), dict) else {}
+    for key, value in loop.items():
+        check = LOOP_SCHEMA.get(key)
+        if check is None:
+            report("loop." + key, "unknown key%s" % did_you_mean(key, LOOP_SCHEMA))
+        else:
+            problem = check(value)
+            if problem:
+                report("loop." + key, problem)
+    aliases = data.get("ai_cmd_aliases", {}) if isinstance(data.get("ai_cmd_aliases"), dict) else {}
+    for name, command in aliases.items():
+        problem = _v_command(command) if command is not None else None
+        if problem:
+            report("ai_cmd_aliases." + name, problem)
+    procedures = data.get("procedures", {}) if isinstance(data.get("procedures"), dict) else {}
+    for name, procedure in procedures.items():
+        where = "procedures." + name
+        if name in RESERVED_WORDS:
+            report(where, "'%s' is a command and cannot name a procedure" % name)
+        if not isinstance(procedure, dict):
+            report(where, "must be a mapping, not %s" % _type_name(procedure))
+            continue
+        for key, value in procedure.items():
+            if key in PHASES:
+                continue  # checked while the file's paths were resolved
+            check = PROCEDURE_SCHEMA.get(key)
+            if check is None:
+                report("%s.%s" % (where, key), "unknown key%s" % did_you_mean(
+                    key, list(PROCEDURE_SCHEMA) + list(PHASES)))
+            else:
+                problem = check(value)
+                if problem:
+                    report("%s.%s" % (where, key), problem)
+        for phase in PHASES:
+            if not procedure.get(phase):
+                report("%s.%s" % (where, phase), "missing: every procedure needs the four phases"
+                       " observe, orient, decide and act")
+    return problems
+
+
+class AgentCommand(Record):
+    """The agent to run: its command (a template with {prompt_file} / {prompt}) and origin."""
+
+    __slots__ = ("argv", "env", "source", "preset")
+
+    def display(self) -> str:
+        import shlex
+
+        return " ".join(shlex.quote(part) if part not in (PROMPT_FILE_TOKEN, PROMPT_TOKEN)
+                        else part for part in self.argv)
+
+
+def _split_command(command: str, origin: str) -> List[str]:
+    import shlex
+
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise ConfigError("cannot parse the agent command from %s: %s" % (origin, exc)) from None
+    if not argv:
+        raise ConfigError("the agent command from %s is empty" % origin)
+    return argv
+
+
+def _which(program: str) -> Optional[str]:
+    import shutil
+
+    return shutil.which(program)
+
+
+def resolve_agent(config: Config, procedure_name: Optional[str], ai_cmd: Optional[str] = None,
+                  ai_cmd_alias: Optional[str] = None) -> Optional[AgentCommand]:
+    """The agent command by SPEC 3's precedence; None when nothing names one and no
+    preset's program is on PATH."""
+    aliases = config.data.get("ai_cmd_aliases", {})
+    procedure = config.data.get("procedures", {}).get(procedure_name, {}) if procedure_name else {}
+
+    def from_alias(name: str, origin: str) -> AgentCommand:
+        if name not in aliases or aliases[name] is None:
+            raise UsageError("unknown agent preset '%s' (from %s)%s" % (
+                name, origin, did_you_mean(name, aliases) or "; known presets: "
+                + ", ".join(sorted(aliases))))
+        command = aliases[name]
+        preset_command, preset_env = PRESETS.get(name, (None, {}))
+        env = dict(preset_env) if command == preset_command else {}
+        return AgentCommand(argv=_split_command(command, "ai_cmd_aliases." + name), env=env,
+                            source="preset %s, %s" % (name, origin), preset=name)
+
+    choices = (
+        ("cmd", ai_cmd, "--ai-cmd"),
+        ("alias", ai_cmd_alias, "--ai-cmd-alias"),
+        ("cmd", procedure.get("ai_cmd"), "procedure %s ai_cmd" % procedure_name),
+        ("alias", procedure.get("ai_cmd_alias"), "procedure %s ai_cmd_alias" % procedure_name),
+        ("cmd", config.loop("ai_cmd"), "loop.ai_cmd"),
+        ("alias", config.loop("ai_cmd_alias"), "loop.ai_cmd_alias"),
+    )
+    for kind, value, origin in choices:
+        if value:
+            if kind == "alias":
+                return from_alias(value, origin)
+            return AgentCommand(argv=_split_command(value, origin), env={},
+                                source="from " + origin, preset=None)
+    for name in PRESETS:
+        command = aliases.get(name)
+        if command and _which(_split_command(command, "ai_cmd_aliases." + name)[0]):
+            return from_alias(name, "found on PATH")
+    return None
+
+
+def no_agent_error() -> RoodaError:
+    names = ", ".join(PRESETS)
+    return RoodaError("no agent found: none of the presets' programs (%s) is on PATH; install"
+                      " one, or choose with --ai-cmd-alias NAME or --ai-cmd 'COMMAND'" % names)
+
+
+def check_agent_program(agent: AgentCommand) -> None:
+    """Exit 2 before the first iteration when the agent's program cannot be started."""
+    program = agent.argv[0]
+    if os.sep in program or (os.altsep and os.altsep in program):
+        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+            raise RoodaError("agent program '%s' not found or not executable; fix the path, or"
+                             " choose another agent with --ai-cmd / --ai-cmd-alias" % program)
+    elif _which(program) is None:
+        raise RoodaError("agent program '%s' not found on PATH; install it, or choose another"
+                         " agent with --ai-cmd / --ai-cmd-alias" % program)
+
+
+# ----------------------------------------------------------------------
+# 5. Prompt assembly
+# ----------------------------------------------------------------------
+
+def _apply_parameters(text: str, parameters: Dict[str, str], where: str) -> str:
+    """Replace the Go rooda's {{.name}} / {{ .name }} placeholders; an unknown one is an error."""
+    import re
+
+    def substitute(match: "re.Match[str]") -> str:
+        name = match.group(1)
+        if name not in parameters:
+            raise ConfigError("placeholder {{.%s}} has no parameter%s" % (
+                name, did_you_mean(name, parameters)), where)
+        return parameters[name]
+
+    return re.sub(r"\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}", substitute, text)
+
+
+def read_fragments(fragments: Sequence[dict], phase: str) -> List[str]:
+    """The texts of a phase's fragments, read now (files may change between iterations)."""
+    texts = []
+    for fragment in fragments:
+        if "path" in fragment:
+            text = read_text(fragment["path"], "%s fragment" % phase)
+            where = fragment["path"]
+        else:
+            text = fragment["content"]
+            where = "%s fragment (inline content)" % phase
+        if fragment.get("parameters") is not None:
+            text = _apply_parameters(text, fragment["parameters"], where)
+        texts.append(text.strip())
+    return texts
+
+
+def assemble_prompt(phases: Dict[str, List[str]], context: Sequence[str] = (),
+                    previous: Optional[str] = None) -> str:
+    """The prompt of SPEC 4: a title, CONTEXT and PREVIOUS ITERATION when given, the phases."""
+    parts = ["# OODA Loop Iteration"]
+    if context:
+        parts.append("## CONTEXT\n" + "\n\n".join(context))
+    if previous:
+        parts.append("## PREVIOUS ITERATION\n" + previous)
+    for phase in PHASES:
+        parts.append("## %s\n%s" % (phase.upper(), "\n\n".join(t for t in phases.get(phase, ()) if t)))
+    return "\n\n".join(parts) + "\n"
+
+
+def describe_previous(iteration: int, outcome: str, exit_code: int, tail: bytes,
+                      source: str, signals: Sequence[str]) -> str:
+    """The PREVIOUS ITERATION section's text for a failed iteration.
+
+    The quoted output has its signal strings replaced by a mention, so that an agent
+    that echoes the section back does not repeat the previous iteration's claim.
+    """
+    text = tail[-FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace")
+    for marker in signals:
+        text = text.replace(marker, "[signal %s]" % marker.replace("<", "").replace(">", " ").split()[-1])
+    text = text.strip("\n")
+    head = "Iteration %d ended in %s (exit code %d)." % (iteration, outcome, exit_code)
+    if not text.strip():
+        return head + " It printed nothing."
+    return "%s The last %s of %s output:\n\n%s" % (
+        head, "%d bytes" % len(text.encode("utf-8")), source, text)
+
+
+# ----------------------------------------------------------------------
+# 6. Agent process
+# ----------------------------------------------------------------------
+# One selector loop (the shape of CPython's subprocess._communicate): the prompt is
+# written to the agent's stdin as the pipe accepts it while stdout and stderr are
+# read in 64 KiB chunks, so neither side can block the other; a wake-up fd carries
+# SIGINT/SIGTERM/SIGHUP and SIGCHLD into the loop. Signal handlers only record; the
+# loop acts. The agent runs in its own session, and its whole process group is
+# terminated at the end of every iteration.
+
+
+class _StreamLines:
+    """The scanner's state for one stream: the open line (or its tail) and its signals."""
+
+    __slots__ = ("line", "overflow", "pending")
+
+    def __init__(self) -> None:
+        self.line = b""          # bytes since the last newline (only the seam when overflowed)
+        self.overflow = False    # the open line is longer than any line the guard compares
+        self.pending: set = set()  # signal kinds seen in the open line
+
+
+class SignalScanner:
+    """Finds promise signals in an agent's output, as bytes, across read boundaries.
+
+    Echo guard (SPEC 5): a line (split on newline, surrounding blanks stripped) that
+    contains a signal does not count when the same line appears in the prompt and is
+    longer than the bare signal; a line that is only the signal always counts. Memory
+    is bounded: of an open line only as much is kept as the guard can compare.
+    """
+
+    def __init__(self, signals: Dict[str, Sequence[str]], prompt: str) -> None:
+        self.markers: List[Tuple[bytes, str]] = []
+        for kind, strings in signals.items():
+            for marker in strings:
+                self.markers.append((marker.encode("utf-8"), kind))
+        self.bare = {marker for marker, _ in self.markers}
+        self.echoes = set()
+        for line in prompt.encode("utf-8").split(b"\n"):
+            line = line.strip()
+            if line not in self.bare and any(m in line for m in self.bare):
+                self.echoes.add(line)
+        longest = max((len(m) for m in self.bare), default=1)
+        self.seam = longest - 1
+        # An open line longer than this cannot equal a prompt line (padding aside).
+        self.cap = max([len(line) for line in self.echoes] + [longest]) + 256
+        self.found: set = set()
+        self.streams: Dict[str, _StreamLines] = {}
+
+    def feed(self, stream: str, chunk: bytes) -> None:
+        state = self.streams.get(stream)
+        if state is None:
+            state = self.streams[stream] = _StreamLines()
+        if not state.pending and not self._may_hold_signal(state.line, chunk):
+            # Fast path, almost every chunk: keep only the open line's start.
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                state.line, state.overflow = chunk[newline + 1:], False
+            else:
+                state.line += chunk
+            self._cap(state)
+            return
+        parts = (state.line + chunk).split(b"\n")
+        for index, part in enumerate(parts):
+            kinds = self._kinds_in(part)
+            overflow = False
+            if index == 0:
+                kinds |= state.pending
+                overflow = state.overflow
+            if index < len(parts) - 1:
+                if kinds:
+                    self._judge(part, kinds, overflow)
+            else:
+                state.line, state.overflow, state.pending = part, overflow, kinds
+                self._cap(state)
+
+    def finish(self) -> frozenset:
+        """Judge the lines left open at end of output; the signal kinds found."""
+        for state in self.streams.values():
+            if state.pending:
+                self._judge(state.line, state.pending, state.overflow)
+            state.line, state.pending = b"", set()
+        return frozenset(self.found)
+
+    def _may_hold_signal(self, line: bytes, chunk: bytes) -> bool:
+        seam = line[-self.seam:] + chunk[:self.seam] if self.seam and line else b""
+        for marker, _ in self.markers:
+            if marker in chunk or (seam and marker in seam):
+                return True
+        return False
+
+    def _kinds_in(self, text: bytes) -> set:
+        return {kind for marker, kind in self.markers if marker in text}
+
+    def _cap(self, state: _StreamLines) -> None:
+        if len(state.line) > self.cap:
+            state.line = state.line[-self.seam:] if self.seam else b""
+            state.overflow = True
+
+    def _judge(self, line: bytes, kinds: set, overflow: bool) -> None:
+        if not overflow:
+            stripped = line.strip()
+            if stripped not in self.bare and stripped in self.echoes:
+                return  # the agent quoted its prompt
+        self.found |= kinds
+
+
+class AgentResult(Record):
+    """What one run of the agent produced."""
+
+    __slots__ = ("exit_code", "signal", "timed_out", "signals", "tail", "output_bytes",
+                 "interrupted", "seconds")
+
+
+class SignalGuard:
+    """Records SIGINT, SIGTERM and SIGHUP while the loop runs, and wakes it for them and
+    for SIGCHLD through a pipe (signal.set_wakeup_fd). Handlers only record."""
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None   # the first interrupting signal
+        self.count = 0                      # interrupting signals so far
+        self.wake_fd: Optional[int] = None  # readable when a signal arrived
+        self._write_fd: Optional[int] = None
+        self._saved: list = []
+        self._saved_wakeup: Optional[int] = None
+
+    def __enter__(self) -> "SignalGuard":
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(read_fd, False)
+        os.set_blocking(write_fd, False)
+        try:
+            self._saved_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread: no handlers, the loop still works
+            os.close(read_fd)
+            os.close(write_fd)
+            return self
+        self.wake_fd, self._write_fd = read_fd, write_fd
+        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):
+                signum = getattr(signal, name)
+                self._saved.append((signum, signal.signal(signum, self._record)))
+        if hasattr(signal, "SIGCHLD"):
+            # A Python-level handler makes SIGCHLD write to the wake-up fd; it does nothing else.
+            self._saved.append((signal.SIGCHLD, signal.signal(signal.SIGCHLD, _ignore_signal)))
+        return self
+
+    def _record(self, signum: int, frame: object) -> None:
+        if self.signum is None:
+            self.signum = signum
+        self.count += 1
+
+    def drain(self) -> None:
+        """Empty the wake-up pipe (its bytes only say that something happened)."""
+        if self.wake_fd is None:
+            return
+        try:
+            while os.read(self.wake_fd, 512):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    def wait(self, seconds: float) -> None:
+        """Sleep up to `seconds`, returning early on an interrupting signal."""
+        import selectors
+
+        deadline = time.monotonic() + seconds
+        with selectors.DefaultSelector() as selector:
+            if self.wake_fd is not None:
+                selector.register(self.wake_fd, selectors.EVENT_READ)
+            while self.signum is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                if self.wake_fd is None:
+                    time.sleep(min(remaining, 0.1))
+                else:
+                    selector.select(remaining)
+                    self.drain()
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in reversed(self._saved):
+            signal.signal(signum, handler)
+        self._saved = []
+        if self.wake_fd is not None:
+            signal.set_wakeup_fd(self._saved_wakeup if self._saved_wakeup is not None else -1)
+            os.close(self.wake_fd)
+            os.close(self._write_fd)
+            self.wake_fd = self._write_fd = None
+
+
+def _ignore_signal(signum: int, frame: object) -> None:
+    """A handler that does nothing: installing it routes the signal to the wake-up fd."""
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+_SUBREAPER: Optional[bool] = None
+
+
+def become_subreaper() -> bool:
+    """On Linux, adopt orphaned descendants (PR_SET_CHILD_SUBREAPER), so that a process
+    that escaped the agent's group with setsid becomes our child and can be terminated.
+    Elsewhere, or when prctl fails, False: the group kill is all there is."""
+    global _SUBREAPER
+    if _SUBREAPER is None:
+        _SUBREAPER = False
+        if sys.platform.startswith("linux") and os.environ.get("ROODA_NO_SUBREAPER") != "1":
+            try:
+                import ctypes
+
+                libc = ctypes.CDLL(None, use_errno=True)
+                _SUBREAPER = libc.prctl(36, 1, 0, 0, 0) == 0  # 36: PR_SET_CHILD_SUBREAPER
+            except (OSError, AttributeError):
+                _SUBREAPER = False
+    return _SUBREAPER
+
+
+def _children() -> set:
+    """Our children's pids (Linux /proc; an empty set where that cannot be read)."""
+    pids: set = set()
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open("/proc/self/task/%s/children" % task) as stream:
+                pids.update(int(pid) for pid in stream.read().split())
+    except OSError:
+        pass
+    return pids
+
+
+def _reap(pids: Iterable[int]) -> None:
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+def _terminate_escapees(before: set, own_pids: set, grace: float) -> None:
+    """Terminate descendants that left the agent's group and were adopted by us."""
+    for _ in range(3):  # an escapee's own children are adopted when it dies: a few rounds
+        escapees = _children() - before - own_pids
+        if not escapees:
+            return
+        own_group = os.getpgrp()
+        groups = set()
+        for pid in escapees:
+            try:
+                groups.add(os.getpgid(pid))
+            except ProcessLookupError:
+                pass
+        targets = [g for g in groups if g != own_group]
+        for group in targets:
+            _signal_group(group, signal.SIGTERM)
+        for pid in escapees:
+            if pid not in groups:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            _reap(escapees)
+            if not (_children() & escapees) and not any(_group_alive(g) for g in targets):
+                break
+            time.sleep(GROUP_POLL_SECONDS)
+        else:
+            for group in targets:
+                _signal_group(group, signal.SIGKILL)
+            for pid in escapees:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        time.sleep(0)
+        _reap(escapees)
+
+
+def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]] = None,
+              cwd: Optional[str] = None, scanner: Optional[SignalScanner] = None,
+              on_stdout: Optional[Callable[[bytes], None]] = None,
+              on_stderr: Optional[Callable[[bytes], None]] = None,
+              guard: Optional[SignalGuard] = None, iteration_timeout: Optional[float] = None,
+              idle_timeout: Optional[float] = None, kill_grace: float = 5.0,
+              tail_bytes: int = 65536) -> AgentResult:
+    """Run the agent once and return what happened; no process of its group survives.
+
+    The prompt goes to stdin, unless the command holds {prompt_file} (a temporary file
+    with the prompt, removed afterwards) or {prompt} (the text as one argument); then
+    stdin is /dev/null.
+    """
+    import selectors
+    import subprocess
+
+    argv = list(argv)
+    prompt_bytes = prompt.encode("utf-8")
+    prompt_path = None
+    use_stdin = True
+    if any(PROMPT_FILE_TOKEN in part for part in argv):
+        import tempfile
+
+        handle, prompt_path = tempfile.mkstemp(prefix="rooda-prompt-", suffix=".md")
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(prompt_bytes)
+        argv = [part.replace(PROMPT_FILE_TOKEN, prompt_path) for part in argv]
+        use_stdin = False
+    if any(PROMPT_TOKEN in part for part in argv):
+        argv = [part.replace(PROMPT_TOKEN, prompt) for part in argv]
+        use_stdin = False
+    scanner = scanner or SignalScanner({SIGNAL_SUCCESS: [], SIGNAL_FAILURE: []}, prompt)
+    subreaper = become_subreaper()
+    before = _children() if subreaper else set()
+    started = time.monotonic()
+    try:
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE if use_stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
+                start_new_session=True)
+        except OSError as exc:
+            raise RoodaError("cannot start agent '%s': %s" % (argv[0], exc.strerror or exc)) from None
+        result = _communicate(proc, prompt_bytes if use_stdin else None, scanner, on_stdout,
+                              on_stderr, guard, iteration_timeout, idle_timeout, kill_grace,
+                              tail_bytes, started, selectors)
+        if subreaper:
+            _terminate_escapees(before, {proc.pid}, kill_grace)
+        return result
+    finally:
+        if prompt_path is not None:
+            try:
+                os.unlink(prompt_path)
+            except OSError:
+                pass
+
+
+def _communicate(proc, prompt_bytes, scanner, on_stdout, on_stderr, guard, iteration_timeout,
+                 idle_timeout, kill_grace, tail_bytes, started, selectors) -> AgentResult:
+    """The selector loop of run_agent: feed stdin, pump and scan output, enforce the
+    timeouts, and terminate the process group (TERM, grace, KILL) when it must end."""
+    pgid = proc.pid
+    selector = selectors.DefaultSelector()
+    readers = {}
+    for name, pipe, sink in (("stdout", proc.stdout, on_stdout), ("stderr", proc.stderr, on_stderr)):
+        fd = pipe.fileno()
+        os.set_blocking(fd, False)
+        readers[fd] = (name, pipe, sink)
+        selector.register(fd, selectors.EVENT_READ, name)
+    stdin_view = None
+    if proc.stdin is not None:
+        if prompt_bytes:
+            os.set_blocking(proc.stdin.fileno(), False)
+            stdin_view = memoryview(prompt_bytes)
+            selector.register(proc.stdin.fileno(), selectors.EVENT_WRITE, "stdin")
+        else:
+            proc.stdin.close()
+    wake_fd = guard.wake_fd if guard is not None else None
+    if wake_fd is not None:
+        selector.register(wake_fd, selectors.EVENT_READ, "wake")
+    seen_signals = guard.count if guard is not None else 0
+
+    tail = bytearray()
+    output_bytes = 0
+    last_output = started
+    exited_at = None          # when the agent itself was seen to exit
+    term_at = None            # when SIGTERM went to the group
+    kill_at = None            # when SIGKILL went to the group
+    timed_out = None          # "timeout" | "idle"
+    interrupted = None        # the signal that interrupted this iteration
+
+    def close_stdin() -> None:
+        nonlocal stdin_view
+        if stdin_view is not None:
+            try:
+                selector.unregister(proc.stdin.fileno())
+            except (KeyError, ValueError):
+                pass
+            stdin_view = None
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+    def terminate(now: float) -> None:
+        nonlocal term_at
+        close_stdin()
+        term_at = now
+        _signal_group(pgid, signal.SIGTERM)
+
+    def kill(now: float) -> None:
+        nonlocal kill_at
+        kill_at = now
+        _signal_group(pgid, signal.SIGKILL)
+
+    try:
+        while True:
+            if proc.returncode is None:
+                proc.poll()
+            now = time.monotonic()
+            if proc.returncode is not None and exited_at is None:
+                exited_at = now
+            if guard is not None and guard.count != seen_signals:
+                seen_signals = guard.count
+                if interrupted is None:
+                    interrupted = guard.signum
+                if term_at is None:
+                    terminate(now)
+                elif kill_at is None:
+                    kill(now)  # a second signal during the grace period kills at once
+            pipes_open = bool(readers)
+            if exited_at is not None and not pipes_open:
+                if not _group_alive(pgid):
+                    break
+                if term_at is None:
+                    terminate(now)  # leftovers that do not hold our pipes
+            if kill_at is not None:
+                if now - kill_at >= KILL_WAIT_SECONDS:
+                    break  # something unkillable holds the pipes: give up on them
+            elif term_at is not None:
+                if now - term_at >= kill_grace:
+                    kill(now)
+            elif exited_at is None:
+                if iteration_timeout is not None and now - started >= iteration_timeout:
+                    timed_out = "timeout"
+                    terminate(now)
+                elif idle_timeout is not None and now - last_output >= idle_timeout:
+                    timed_out = "idle"
+                    terminate(now)
+            elif now - exited_at >= DRAIN_SECONDS:
+                terminate(now)  # the agent is gone; its children still hold the pipes
+
+            # How long to sleep: until the next deadline, or a short poll while waiting
+            # for a group to empty (its members' deaths send us no event unless adopted).
+            deadlines = []
+            if kill_at is not None:
+                deadlines.append(kill_at + KILL_WAIT_SECONDS)
+            elif term_at is not None:
+                deadlines.append(term_at + kill_grace)
+            elif exited_at is None:
+                if iteration_timeout is not None:
+                    deadlines.append(started + iteration_timeout)
+                if idle_timeout is not None:
+                    deadlines.append(last_output + idle_timeout)
+            else:
+                deadlines.append(exited_at + DRAIN_SECONDS)
+            timeout = max(0.0, min(deadlines) - now) if deadlines else None
+            if term_at is not None or (exited_at is not None and not pipes_open):
+                timeout = GROUP_POLL_SECONDS if timeout is None else min(timeout, GROUP_POLL_SECONDS)
+            if wake_fd is None and exited_at is None:
+                timeout = 0.05 if timeout is None else min(timeout, 0.05)  # no SIGCHLD: poll
+
+            for key, _ in selector.select(timeout):
+                tag = key.data
+                if tag == "wake":
+                    guard.drain()
+                elif tag == "stdin":
+                    try:
+                        written = os.write(key.fd, stdin_view[:READ_SIZE])
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    except (BrokenPipeError, OSError):
+                        close_stdin()  # the agent does not read its stdin: fine
+                        continue
+                    stdin_view = stdin_view[written:]
+                    if not stdin_view:
+                        close_stdin()
+                else:
+                    try:
+                        chunk = os.read(key.fd, READ_SIZE)
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    name, pipe, sink = readers[key.fd]
+                    if not chunk:
+                        selector.unregister(key.fd)
+                        pipe.close()
+                        del readers[key.fd]
+                        continue
+                    last_output = time.monotonic()
+                    output_bytes += len(chunk)
+                    scanner.feed(name, chunk)
+                    if len(chunk) >= tail_bytes:
+                        tail[:] = chunk[-tail_bytes:]
+                    else:
+                        tail += chunk
+                        if len(tail) > 2 * tail_bytes:
+                            del tail[:-tail_bytes]
+                    if sink is not None:
+                        sink(chunk)
+    finally:
+        close_stdin()
+        for fd, (_, pipe, _) in list(readers.items()):
+            selector.unregister(fd)
+            pipe.close()
+        selector.close()
+        if proc.returncode is None:
+            _signal_group(pgid, signal.SIGKILL)
+            try:
+                proc.wait(timeout=KILL_WAIT_SECONDS)
+            except Exception:  # noqa: BLE001 - an unkillable agent must not hang rooda
+                pass
+
+    code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+    return AgentResult(
+        exit_code=128 - code if code < 0 else code,
+        signal=signal_name(-code) if code < 0 else None,
+        timed_out=timed_out,
+        signals=scanner.finish(),
+        tail=bytes(tail[-tail_bytes:]),
+        output_bytes=output_bytes,
+        interrupted=interrupted,
+        seconds=time.monotonic() - started,
+    )
+
+
+# ----------------------------------------------------------------------
+# 7. Progress lines
+# ----------------------------------------------------------------------
+
+QUIET, NORMAL, VERBOSE = 0, 1, 2
+
+
+class Progress:
+    """The loop's progress lines on stderr, each `[HH:MM:SS] message` in local time.
+
+    Quiet prints only ERROR lines, warnings and the interruption line.
+    """
+
+    def __init__(self, stream: object = None, verbosity: int = NORMAL, color: bool = False) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.verbosity = verbosity
+        self.color = color
+
+    def _write(self, message: str) -> None:
+        line = "[%s] %s\n" % (time.strftime("%H:%M:%S"), message)
+        try:
+            self.stream.write(line)
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass  # stderr is gone: nothing left to tell
+
+    def _paint(self, text: str, code: str) -> str:
+        return "\033[%sm%s\033[0m" % (code, text) if self.color else text
+
+    def info(self, message: str) -> None:
+        if self.verbosity >= NORMAL:
+            self._write(message)
+
+    def always(self, message: str) -> None:
+        self._write(message)
+
+    def warn(self, message: str) -> None:
+        self._write(self._paint("WARNING:", "33") + " " + message)
+
+    def error(self, message: str) -> None:
+        self._write(self._paint("ERROR:", "31") + " " + message)
+
+    def outcome(self, outcome: str) -> str:
+        code = {SUCCESS: "32", COMPLETED: "32"}.get(outcome, "31")
+        return self._paint(outcome, code)
+
+
+class PassThrough:
+    """Writes agent output raw to one of our streams as it arrives.
+
+    A reader that goes away (`| head -1`) stops the pass-through with one warning;
+    the loop goes on and the output is still scanned.
+    """
+
+    def __init__(self, stream: object, progress: Progress, name: str) -> None:
+        self.progress = progress
+        self.name = name
+        self.stream = stream
+        self.closed = False
+        try:
+            stream.flush()
+            self.fd: Optional[int] = stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            self.fd = None  # e.g. a test's in-memory stream
+
+    def __call__(self, chunk: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            if self.fd is not None:
+                view = memoryview(chunk)
+                while view:
+                    try:
+                        written = os.write(self.fd, view)
+                    except BlockingIOError:
+                        import select
+
+                        select.select([], [self.fd], [])
+                        continue
+                    view = view[written:]
+            else:
+                buffer = getattr(self.stream, "buffer", None)
+                if buffer is not None:
+                    buffer.write(chunk)
+                else:
+                    self.stream.write(chunk.decode("utf-8", "replace"))
+                self.stream.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            self.closed = True
+            self.progress.warn("%s is closed; agent output is no longer shown (the loop goes on)"
+                               % self.name)
+
+
+# ----------------------------------------------------------------------
+# 8. The loop
+# ----------------------------------------------------------------------
+
+class RunPlan(Record):
+    """Everything a run needs, resolved from the configuration and the command line."""
+
+    __slots__ = ("procedure", "fragments", "context", "max_iterations", "failure_threshold",
+                 "iteration_timeout", "idle_timeout", "max_time", "delay", "backoff",
+                 "kill_grace", "feedback", "max_output_buffer", "signals", "agent", "env",
+                 "verbosity", "color", "cwd")
+
+
+class IterationRecord(Record):
+    """One finished iteration: what the next prompt's PREVIOUS ITERATION section needs."""
+
+    __slots__ = ("iteration", "outcome", "exit_code", "seconds", "tail", "signals")
+
+
+class LoopState:
+    """The loop's mutable state (seed 000's IterationState)."""
+
+    def __init__(self, plan: RunPlan) -> None:
+        self.iteration = 0                  # iterations finished (0-based inside, 1-based on screen)
+        self.max_iterations = plan.max_iterations  # None: unlimited
+        self.consecutive_failures = 0
+        self.failure_threshold = plan.failure_threshold
+        self.started = time.monotonic()
+        self.status = "running"
+        self.reason = ""
+        self.procedure = plan.procedure
+        self.durations: List[float] = []
+        self.previous: Optional[IterationRecord] = None
+        self.interrupted_by: Optional[int] = None
+        self.interrupted_during: Optional[int] = None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: Optional[str] = None,
+                     verified: Optional[bool] = None) -> str:
+    """The outcome matrix of SPEC 5: output signals win over the exit code."""
+    signals = set(signals)
+    if SIGNAL_SUCCESS in signals:
+        return REJECTED if verified is False else COMPLETED
+    if timed_out:
+        return TIMEOUT
+    if exit_code != 0 or SIGNAL_FAILURE in signals or verified is False:
+        return FAILURE
+    return SUCCESS
+
+
+def _agent_env(plan: RunPlan, iteration: int) -> Dict[str, str]:
+    env = dict(os.environ)
+    env.pop("CLAUDECODE", None)  # a nested Claude Code session would refuse to start
+    env.update(plan.agent.env)
+    env.update(plan.env)
+    env["ROODA_PROCEDURE"] = plan.procedure
+    env["ROODA_ITERATION"] = str(iteration)
+    env["ROODA_MAX_ITERATIONS"] = "" if plan.max_iterations is None else str(plan.max_iterations)
+    return env
+
+
+def build_prompt(plan: RunPlan, previous: Optional[IterationRecord]) -> str:
+    """The prompt of the next iteration, with fragments read afresh."""
+    phases = {phase: read_fragments(plan.fragments[phase], phase) for phase in PHASES}
+    feedback = None
+    if plan.feedback and previous is not None and previous.outcome in FAILING_OUTCOMES:
+        markers = [m for strings in plan.signals.values() for m in strings]
+        feedback = describe_previous(previous.iteration, previous.outcome, previous.exit_code,
+                                     previous.tail, "the agent's", markers)
+    return assemble_prompt(phases, plan.context, feedback)
+
+
+def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard) -> LoopState:
+    """Iterate until a stop condition; the returned state says how it ended."""
+    state = LoopState(plan)
+    cap = plan.max_iterations
+    if cap is None:
+        progress.info("Starting procedure: %s (unlimited)" % plan.procedure)
+    else:
+        progress.info("Starting procedure: %s (max %s)" % (plan.procedure, plural(cap, "iteration")))
+    progress.info("Agent: %s (%s)" % (plan.agent.display(), plan.agent.source))
+    stdout_sink = stderr_sink = None
+    if plan.verbosity >= VERBOSE:
+        stdout_sink = PassThrough(sys.stdout, progress, "stdout")
+        stderr_sink = PassThrough(sys.stderr, progress, "stderr")
+
+    while True:
+        if guard.signum is not None:
+            state.status, state.interrupted_by = STATUS_INTERRUPTED, guard.signum
+            break
+        # The order of these checks is SPEC 5's: the threshold first, so that with a cap
+        # of 1 and a threshold of 1 a failing iteration aborts.
+        if state.consecutive_failures >= plan.failure_threshold:
+            state.status, state.reason = STATUS_ABORTED, "failure threshold"
+            break
+        if cap is not None and state.iteration >= cap:
+            state.status, state.reason = STATUS_COMPLETED, "max iterations"
+            break
+        if plan.max_time is not None and state.elapsed() >= plan.max_time:
+            state.status, state.reason = STATUS_COMPLETED, "time budget"
+            break
+        if state.iteration and plan.delay:
+            pause = min(plan.delay * plan.backoff ** state.consecutive_failures, BACKOFF_CAP_SECONDS)
+            guard.wait(pause)
+            if guard.signum is not None:
+                continue
+
+        number = state.iteration + 1
+        label = "%d/%d" % (number, cap) if cap is not None else "%d" % number
+        prompt = build_prompt(plan, state.previous)
+        if any(PROMPT_TOKEN in part for part in plan.agent.argv) and \
+                len(prompt.encode("utf-8")) > PROMPT_ARG_LIMIT:
+            raise RoodaError("the prompt (%d bytes) is too long to pass as one argument with"
+                             " {prompt}; use {prompt_file} in the agent command instead"
+                             % len(prompt.encode("utf-8")))
+        scanner = SignalScanner({SIGNAL_SUCCESS: plan.signals["success"],
+                                 SIGNAL_FAILURE: plan.signals["failure"]}, prompt)
+        progress.info("Iteration %s starting..." % label)
+        result = run_agent(plan.agent.argv, prompt, env=_agent_env(plan, number), cwd=plan.cwd,
+                           scanner=scanner, on_stdout=stdout_sink, on_stderr=stderr_sink,
+                           guard=guard, iteration_timeout=plan.iteration_timeout,
+                           idle_timeout=plan.idle_timeout, kill_grace=plan.kill_grace,
+                           tail_bytes=plan.max_output_buffer)
+        if result.interrupted is not None:
+            state.status, state.interrupted_by = STATUS_INTERRUPTED, result.interrupted
+            state.interrupted_during = number
+            break
+        outcome = classify_outcome(result.exit_code, result.signals, result.timed_out)
+        state.iteration = number
+        state.durations.append(result.seconds)
+        if outcome in FAILING_OUTCOMES:
+            state.consecutive_failures += 1
+            detail = "%s, consecutive: %d/%d" % (progress.outcome(outcome),
+                                                 state.consecutive_failures, plan.failure_threshold)
+        else:
+            state.consecutive_failures = 0
+            detail = progress.outcome(outcome)
+        progress.info("Iteration %s completed in %s (%s)" % (label, format_duration(result.seconds), detail))
+        if result.timed_out == "idle":
+            progress.warn("iteration %d: no output for %s; the agent was stopped"
+                          % (number, format_budget(plan.idle_timeout)))
+        elif result.timed_out:
+            progress.warn("iteration %d: time limit of %s reached; the agent was stopped"
+                          % (number, format_budget(plan.iteration_timeout)))
+        state.previous = IterationRecord(iteration=number, outcome=outcome,
+                                         exit_code=result.exit_code, seconds=result.seconds,
+                                         tail=result.tail, signals=result.signals)
+        if outcome == COMPLETED:
+            state.status, state.reason = STATUS_COMPLETED, "success signal"
+            break
+    _report_end(state, plan, progress)
+    return state
+
+
+def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
+    total = format_duration(state.elapsed())
+    done = plural(state.iteration, "iteration")
+    if state.status == STATUS_INTERRUPTED:
+        name = signal_name(state.interrupted_by)
+        if state.interrupted_during is not None:
+            progress.always("Interrupted by %s during iteration %d (%s completed, total: %s)"
+                            % (name, state.interrupted_during, done, total))
+        else:
+            progress.always("Interrupted by %s between iterations (%s completed, total: %s)"
+                            % (name, done, total))
+    elif state.status == STATUS_ABORTED:
+        progress.error("Aborting after %d consecutive failures (%s completed, total: %s)"
+                       % (state.consecutive_failures, done, total))
+    elif state.reason == "max iterations":
+        progress.info("Reached max iterations: %d (total: %s)" % (plan.max_iterations, total))
+    elif state.reason == "time budget":
+        progress.info("Completed: time budget of %s reached (%s, total: %s)"
+                      % (format_budget(plan.max_time), done, total))
+    elif state.reason == "success signal":
+        progress.info("Completed: agent signalled SUCCESS (%s, total: %s)" % (done, total))
+
+
+# ----------------------------------------------------------------------
+# 9. Command line
+# ----------------------------------------------------------------------
+
+HELP = """\
+usage: python3 rooda.py <procedure> [max_iterations] [options]
+       python3 rooda.py run <procedure> [max_iterations] [options]
+       python3 rooda.py help | version | --help | --version
+
+Run an AI coding agent in an OODA loop: each iteration pipes a prompt assembled
+from the procedure's observe/orient/decide/act fragments to a fresh agent process
+and stops when the agent prints <promise>SUCCESS</promise>, the cap is reached, or
+too many iterations fail in a row.
+
+run options (before or after the procedure):
+  -n, --max-iterations N   cap the iterations (N >= 1; 0 means unlimited)
+  -u, --unlimited          no cap (--max-iterations wins when both are given)
+  -d, --dry-run            print the assembled prompt once and run nothing
+  -c, --context TEXT       add context to the prompt; @FILE reads a file, @@ a literal @
+                           (repeatable)
+  -v, --verbose            stream the agent's output live
+  -q, --quiet              print only errors, warnings and interruptions
+      --ai-cmd CMD         the agent command (split like a shell would, never run by one)
+      --ai-cmd-alias NAME  a named agent preset (claude, codex, gemini, copilot, ...)
+      --observe FILE       replace that phase's fragments for this run
+      --orient FILE, --decide FILE, --act FILE
+      --config PATH        the workspace config (default ./rooda-config.json)
+      --failure-threshold N   consecutive failures before aborting (default 3)
+      --timeout S          wall-clock limit per iteration, seconds
+      --idle-timeout S     stop an iteration after S seconds without agent output
+      --max-time S         time budget for the whole run, seconds
+      --delay S            pause between iterations (multiplied by backoff per failure)
+      --color WHEN         auto (default), always or never
+
+exit codes: 0 completed, 1 aborted after repeated failures, 2 usage, config or
+precondition error, 3 stuck, 128+N interrupted by signal N (130 for Ctrl+C).
+
+examples:
+  python3 rooda.py build                          # the build procedure, its default cap
+  python3 rooda.py build 3 --ai-cmd-alias claude  # three iterations with Claude Code
+  python3 rooda.py plan --dry-run                 # show the prompt, run nothing
+  python3 rooda.py build -u -v -c @notes.md       # until done, streaming, with context
+  python3 rooda.py build --ai-cmd 'my-agent --yes' --timeout 1800
+"""
+
+# Run options: name -> (destination, kind); kind is "flag", "value" or "append".
+OPTIONS = {
+    "--max-iterations": ("max_iterations", "value"), "-n": ("max_iterations", "value"),
+    "--unlimited": ("unlimited", "flag"), "-u": ("unlimited", "flag"),
+    "--dry-run": ("dry_run", "flag"), "-d": ("dry_run", "flag"),
+    "--context": ("context", "append"), "-c": ("context", "append"),
+    "--verbose": ("verbose", "flag"), "-v": ("verbose", "flag"),
+    "--quiet": ("quiet", "flag"), "-q": ("quiet", "flag"),
+    "--ai-cmd": ("ai_cmd", "value"), "--ai-cmd-alias": ("ai_cmd_alias", "value"),
+    "--observe": ("observe", "value"), "--orient": ("orient", "value"),
+    "--decide": ("decide", "value"), "--act": ("act", "value"),
+    "--config": ("config", "value"),
+    "--failure-threshold": ("failure_threshold", "value"),
+    "--timeout": ("timeout", "value"), "--idle-timeout": ("idle_timeout", "value"),
+    "--max-time": ("max_time", "value"), "--delay": ("delay", "value"),
+    "--color": ("color", "value"),
+    "--help": ("help", "flag"), "-h": ("help", "flag"),
+    "--version": ("version", "flag"), "-V": ("version", "flag"),
+}
+
+
+class Options:
+    """The parsed command line: a command, its words, and the run options."""
+
+    def __init__(self) -> None:
+        self.command: Optional[str] = None
+        self.words: List[str] = []
+        self.max_iterations: Optional[str] = None
+        self.unlimited = self.dry_run = self.verbose = self.quiet = False
+        self.help = self.version = False
+        self.context: List[str] = []
+        self.ai_cmd = self.ai_cmd_alias = self.config = None
+        self.observe = self.orient = self.decide = self.act = None
+        self.failure_threshold = self.timeout = self.idle_timeout = None
+        self.max_time = self.delay = None
+        self.color = "auto"
+
+
+def parse_args(argv: Sequence[str]) -> Options:
+    """Options may stand before or after the words; `--` ends them."""
+    options = Options()
+    words: List[str] = []
+    args = list(argv)
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        if arg == "--":
+            words.extend(args[index:])
+            break
+        if not arg.startswith("-") or arg == "-":
+            words.append(arg)
+            continue
+        name, value = arg, None
+        if arg.startswith("--") and "=" in arg:
+            name, value = arg.split("=", 1)
+        elif not arg.startswith("--") and len(arg) > 2:
+            # -n3 (a value glued on) or -dv (flags grouped)
+            name, rest = arg[:2], arg[2:]
+            if OPTIONS.get(name, (None, None))[1] in ("value", "append"):
+                value = rest
+            else:
+                args[index:index] = ["-" + letter for letter in rest]
+        if name not in OPTIONS:
+            raise UsageError("unknown option '%s'%s" % (name, did_you_mean(
+                name, [o for o in OPTIONS if o.startswith("--")])))
+        dest, kind = OPTIONS[name]
+        if kind == "flag":
+            if value is not None:
+                raise UsageError("option %s takes no value" % name)
+            setattr(options, dest, True)
+            continue
+        if value is None:
+            if index >= len(args):
+                raise UsageError("option %s needs a value" % name)
+            value = args[index]
+            index += 1
+        if kind == "append":
+            getattr(options, dest).append(value)
+        else:
+            setattr(options, dest, value)
+    if words:
+        options.command, options.words = words[0], words[1:]
+    return options
+
+
+def _parse_count(text: str, what: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise UsageError("%s must be a whole number >= 0 (0 means unlimited), not '%s'" % (what, text))
+    return value
+
+
+def _parse_number(text: Optional[str], what: str, minimum: float, inclusive: bool,
+                  whole: bool = False) -> Optional[float]:
+    if text is None:
+        return None
+    try:
+        value = int(text, 10) if whole else float(text)
+    except ValueError:
+        value = None
+    if value is None or value != value or value in (float("inf"), float("-inf")) or \
+            value < minimum or (not inclusive and value == minimum):
+        raise UsageError("%s must be %s %s %g, not '%s'" % (
+            what, "a whole number" if whole else "a number", ">=" if inclusive else ">",
+            minimum, text))
+    return value
+
+
+def resolve_max_iterations(options: Options, positional: Optional[str], procedure: dict,
+                           config: Config) -> Optional[int]:
+    """SPEC 2's precedence: --max-iterations > --unlimited > positional > the procedure's
+    default (or iteration_mode) > loop's default (or iteration_mode) > 5. 0 is unlimited."""
+    if options.max_iterations is not None:
+        return _parse_count(options.max_iterations, "--max-iterations") or None
+    if options.unlimited:
+        return None
+    if positional is not None:
+        return _parse_count(positional, "max_iterations") or None
+    if procedure.get("iteration_mode") == "unlimited":
+        return None
+    if procedure.get("default_max_iterations") is not None:
+        return procedure["default_max_iterations"]
+    if procedure.get("iteration_mode") != "max-iterations" and \
+            config.loop("iteration_mode") == "unlimited":
+        return None
+    return config.loop("default_max_iterations") or DEFAULT_MAX_ITERATIONS
+
+
+def _read_context(values: Sequence[str], cwd: str) -> List[str]:
+    """--context values: inline text, @FILE read from cwd, @@ for a literal @."""
+    texts = []
+    for value in values:
+        if value.startswith("@@"):
+            texts.append(value[1:])
+        elif value.startswith("@"):
+            texts.append(read_text(os.path.join(cwd, value[1:]), "context file").strip())
+        else:
+            texts.append(value)
+    return texts
+
+
+def _use_color(option: str, stream: object) -> bool:
+    if option not in ("auto", "always", "never"):
+        raise UsageError("--color must be auto, always or never, not '%s'" % option)
+    if option == "always":
+        return True
+    if option == "never" or os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def plan_run(options: Options, config: Config, procedure_name: str,
+             positional: Optional[str]) -> RunPlan:
+    """Resolve everything a run needs; flags beat the procedure, which beats the loop."""
+    procedure = config.procedure(procedure_name)
+    cwd = os.getcwd()
+    if options.verbose and options.quiet:
+        raise UsageError("--verbose and --quiet exclude each other")
+
+    def setting(key: str, flag_value: object = None) -> object:
+        if flag_value is not None:
+            return flag_value
+        if procedure.get(key) is not None:
+            return procedure[key]
+        return config.loop(key)
+
+    fragments = {}
+    for phase in PHASES:
+        override = getattr(options, phase)
+        fragments[phase] = ([{"path": os.path.join(cwd, override)}] if override
+                            else procedure[phase])
+    if options.verbose:
+        verbosity = VERBOSE
+    elif options.quiet:
+        verbosity = QUIET
+    elif config.loop("show_ai_output") or config.loop("log_level") == "debug":
+        verbosity = VERBOSE
+    elif config.loop("log_level") in ("warn", "error"):
+        verbosity = QUIET
+    else:
+        verbosity = NORMAL
+    signals = dict(BUILTIN_LOOP["signals"])
+    signals.update(config.loop("signals") or {})
+    env = {}
+    for scope in (config.loop("env") or {}, procedure.get("env") or {}):
+        env.update({name: _scalar_text(value) for name, value in scope.items()})
+    return RunPlan(
+        procedure=procedure_name,
+        fragments=fragments,
+        context=_read_context(options.context, cwd),
+        max_iterations=resolve_max_iterations(options, positional, procedure, config),
+        failure_threshold=int(setting("failure_threshold", _parse_number(
+            options.failure_threshold, "--failure-threshold", 1, True, whole=True))),
+        iteration_timeout=setting("iteration_timeout", _parse_number(
+            options.timeout, "--timeout", 0, False)),
+        idle_timeout=setting("idle_timeout", _parse_number(
+            options.idle_timeout, "--idle-timeout", 0, False)),
+        max_time=setting("max_time", _parse_number(options.max_time, "--max-time", 0, False)),
+        delay=_parse_number(options.delay, "--delay", 0, True) if options.delay is not None
+        else config.loop("delay"),
+        backoff=config.loop("backoff"),
+        kill_grace=config.loop("kill_grace"),
+        feedback=config.loop("feedback"),
+        max_output_buffer=config.loop("max_output_buffer"),
+        signals=signals,
+        agent=resolve_agent(config, procedure_name, options.ai_cmd, options.ai_cmd_alias),
+        env=env,
+        verbosity=verbosity,
+        color=_use_color(options.color, sys.stderr),
+        cwd=cwd,
+    )
+
+
+def write_stdout(text: str) -> None:
+    """Write to stdout; a reader that went away (`| head -1`) is not an error."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+# Set by a run that ended on SIGINT/SIGTERM/SIGHUP: re-raised on rooda itself at exit.
+_FATAL_SIGNAL: Optional[int] = None
+
+
+def command_run(options: Options, procedure_name: str, positional: Optional[str]) -> int:
+    """Run a procedure's loop, or with --dry-run print its first prompt."""
+    global _FATAL_SIGNAL
+    config = load_config(options.config)
+    plan = plan_run(options, config, procedure_name, positional)
+    if options.dry_run:
+        agent = plan.agent.display() if plan.agent is not None else "(no agent found)"
+        sys.stderr.write("[DRY RUN] Procedure: %s\n[DRY RUN] Would execute with: %s\n"
+                         % (procedure_name, agent))
+        sys.stderr.flush()
+        write_stdout(build_prompt(plan, None))
+        return 0
+    if plan.agent is None:
+        raise no_agent_error()
+    check_agent_program(plan.agent)
+    for phase in PHASES:  # a missing fragment is a mistake to report before the first iteration
+        read_fragments(plan.fragments[phase], phase)
+    progress = Progress(sys.stderr, plan.verbosity, plan.color)
+    with SignalGuard() as guard:
+        state = run_loop(plan, progress, guard)
+    if state.status == STATUS_INTERRUPTED:
+        _FATAL_SIGNAL = state.interrupted_by
+        return 128 + state.interrupted_by
+    return EXIT_CODES[state.status]
+
+
+def dispatch(options: Options) -> int:
+    if options.version or options.command == "version":
+        write_stdout("rooda %s\n" % __version__)
+        return 0
+    if options.help or options.command in (None, "help"):
+        if options.command is None and not options.help:
+            sys.stderr.write(HELP.split("\n\n")[0] + "\n\nTry 'python3 rooda.py --help'.\n")
+            return 2
+        write_stdout(HELP)
+        return 0
+    words = options.words
+    if options.command == "run":
+        if not words:
+            raise UsageError("'run' needs a procedure name, e.g. 'python3 rooda.py run build'")
+        procedure, words = words[0], words[1:]
+    elif options.command in RESERVED_WORDS:
+        raise UsageError("the '%s' command is not available in this version" % options.command)
+    else:
+        procedure = options.command
+    if len(words) > 1:
+        raise UsageError("unexpected argument '%s' (usage: <procedure> [max_iterations])" % words[1])
+    return command_run(options, procedure, words[0] if words else None)
+
+
+# ----------------------------------------------------------------------
+# 10. main
+# ----------------------------------------------------------------------
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Parse, dispatch, and turn errors into messages and exit codes."""
+    global _FATAL_SIGNAL
+    _FATAL_SIGNAL = None
+    try:
+        return dispatch(parse_args(sys.argv[1:] if argv is None else argv))
+    except ConfigError as exc:
+        sys.stderr.write("\n".join(exc.lines()) + "\n")
+        return exc.exit_code
+    except UsageError as exc:
+        sys.stderr.write("rooda: error: %s\nTry 'python3 rooda.py --help'.\n" % exc)
+        return exc.exit_code
+    except RoodaError as exc:
+        sys.stderr.write("rooda: error: %s\n" % exc)
+        return exc.exit_code
+    except BrokenPipeError:
+        _silence_stdout()
+        return 0
+    except KeyboardInterrupt:
+        _FATAL_SIGNAL = signal.SIGINT
+        return 130
+
+
+def _exit(status: int) -> None:
+    """Exit with `status`; after an interrupted run, die of the same signal (SPEC 5), so
+    the shell sees 130 / 143 / 129 and a calling script stops too."""
+    if _FATAL_SIGNAL is not None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        signal.signal(_FATAL_SIGNAL, signal.SIG_DFL)
+        os.kill(os.getpid(), _FATAL_SIGNAL)
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    _exit(main())

@@ -1,0 +1,161 @@
+"""Shared fixtures: a scripted fake agent, runners for rooda in-process and as a
+subprocess, and process-table helpers for checking that nothing survives."""
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROODA = os.path.join(ROOT, "rooda.py")
+FAKE_AGENT = os.path.join(ROOT, "tests", "fake_agent.py")
+sys.path.insert(0, ROOT)
+
+import rooda  # noqa: E402
+
+
+class FakeAgent:
+    """The fake agent of one test: its script, its records, and the --ai-cmd to run it."""
+
+    def __init__(self, state_dir):
+        self.state = str(state_dir)
+        self.script_path = os.path.join(self.state, "script.json")
+        self.cmd = "%s %s" % (shlex.quote(sys.executable), shlex.quote(FAKE_AGENT))
+
+    def script(self, *steps):
+        with open(self.script_path, "w") as stream:
+            json.dump(list(steps), stream)
+        return self
+
+    @property
+    def env(self):
+        return {"FAKE_AGENT_STATE": self.state, "FAKE_AGENT_SCRIPT": self.script_path}
+
+    @property
+    def calls(self):
+        try:
+            with open(os.path.join(self.state, "calls")) as stream:
+                return int(stream.read())
+        except FileNotFoundError:
+            return 0
+
+    def prompt(self, call):
+        with open(os.path.join(self.state, "prompt-%d.txt" % call), "rb") as stream:
+            return stream.read().decode("utf-8")
+
+    def env_of(self, call):
+        with open(os.path.join(self.state, "env-%d.json" % call)) as stream:
+            return json.load(stream)
+
+    def pid(self, call=1, name=None):
+        path = os.path.join(self.state, name or "pid-%d" % call)
+        with open(path) as stream:
+            return int(stream.read())
+
+    def wait_for(self, name, timeout=10.0):
+        """Wait until the agent created FAKE_AGENT_STATE/name (an event, with a deadline)."""
+        path = os.path.join(self.state, name)
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(path):
+            if time.monotonic() > deadline:
+                raise AssertionError("the fake agent never created %s" % name)
+            time.sleep(0.01)
+
+
+@pytest.fixture
+def agent(tmp_path, monkeypatch):
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    fake = FakeAgent(state)
+    fake.script({})
+    for key, value in fake.env.items():
+        monkeypatch.setenv(key, value)
+    return fake
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    """An empty project directory as the current directory."""
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    return project
+
+
+def run_main(capfd, *args):
+    """rooda.main in-process; returns (exit code, stdout, stderr)."""
+    code = rooda.main([str(a) for a in args])
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+def run_rooda(*args, cwd=None, env=None, timeout=60, **kwargs):
+    """rooda.py as a user runs it: a subprocess; returns the CompletedProcess."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, ROODA] + [str(a) for a in args], cwd=cwd,
+                          env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=timeout, **kwargs)
+
+
+def progress_lines(stderr):
+    """The progress lines without their clock, durations masked as D."""
+    lines = []
+    for line in stderr.splitlines():
+        match = re.match(r"^\[\d\d:\d\d:\d\d\] (.*)$", line)
+        if match:
+            text = re.sub(r"\b\d+\.\ds\b", "D", match.group(1))
+            lines.append(re.sub(r"total: [0-9hms.]+", "total: D", text))
+    return lines
+
+
+def process_state(pid):
+    """The state letter of a process from /proc (None when it does not exist)."""
+    try:
+        with open("/proc/%d/stat" % pid) as stream:
+            return stream.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def alive(pid):
+    """True while pid runs; a zombie counts as dead (PID 1 may never reap it here)."""
+    return process_state(pid) not in (None, "Z", "X")
+
+
+def group_members(pgid):
+    """Live (non-zombie) processes whose process group is pgid."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as stream:
+                fields = stream.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(entry))
+    return members
+
+
+def wait_until(predicate, timeout=5.0, interval=0.01):
+    """Poll a condition until it holds or the deadline passes; the final value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+def write_config(directory, data, name="rooda-config.json"):
+    path = os.path.join(str(directory), name)
+    with open(path, "w") as stream:
+        json.dump(data, stream, indent=2)
+    return path
