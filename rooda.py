@@ -329,25 +329,25 @@ class Config(Record):
         return procedures[name]
 
 
-def _read_json(path: str) -> dict:
-    """A JSON config file as a dict, or a ConfigError at path:line:col."""
+def _read_json(path: str, shown: str) -> dict:
+    """A JSON config file as a dict, or a ConfigError at shown:line:col."""
     import json
 
     try:
         with open(path, "rb") as stream:
             raw = stream.read()
     except OSError as exc:
-        raise ConfigError("cannot read config file: %s" % (exc.strerror or exc), path) from None
+        raise ConfigError("cannot read config file: %s" % (exc.strerror or exc), shown) from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ConfigError("not valid UTF-8 (byte %d)" % exc.start, path) from None
+        raise ConfigError("not valid UTF-8 (byte %d)" % exc.start, shown) from None
 
     def reject_duplicates(pairs: List[Tuple[str, object]]) -> dict:
         result: dict = {}
         for key, value in pairs:
             if key in result:
-                raise ConfigError("duplicate key '%s'" % key, path)
+                raise ConfigError("duplicate key '%s'" % key, shown)
             result[key] = value
         return result
 
@@ -356,19 +356,19 @@ def _read_json(path: str) -> dict:
     except json.JSONDecodeError as exc:
         source = text.splitlines()[exc.lineno - 1] if text.strip() else ""
         message = exc.msg[0].lower() + exc.msg[1:]
-        raise ConfigError(message, path, exc.lineno, exc.colno, source) from None
+        raise ConfigError(message, shown, exc.lineno, exc.colno, source) from None
     if not isinstance(data, dict):
         raise ConfigError("the top level must be a mapping (an object), not %s"
-                          % _type_name(data), path, 1, 1)
+                          % _type_name(data), shown, 1, 1)
     return data
 
 
-def _read_config_file(path: str) -> dict:
-    """Any supported config file as a dict."""
+def _read_config_file(path: str, shown: str) -> dict:
+    """Any supported config file as a dict; errors name it as `shown`."""
     if path.endswith((".yml", ".yaml")):
         raise ConfigError("YAML configuration is not supported by this version of rooda;"
-                          " use rooda-config.json", path)
-    return _read_json(path)
+                          " use rooda-config.json", shown)
+    return _read_json(path, shown)
 
 
 def _find_config(directory: str) -> Optional[str]:
@@ -540,7 +540,7 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None) ->
 
     for tier, path in candidates:
         shown = _display_path(path, cwd)
-        layer = _prepare_layer(_read_config_file(path), shown, problems)
+        layer = _prepare_layer(_read_config_file(path, shown), shown, problems)
         _merge(data, layer, (tier, shown), provenance)
         files.append((tier, shown))
     config = Config(data=data, provenance=provenance, files=files)
@@ -1264,7 +1264,7 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
             raise RoodaError("cannot start agent '%s': %s" % (argv[0], exc.strerror or exc)) from None
         result = _communicate(proc, prompt_bytes if use_stdin else None, scanner, on_stdout,
                               on_stderr, guard, iteration_timeout, idle_timeout, kill_grace,
-                              tail_bytes, started, selectors)
+                              tail_bytes, started, selectors, before if subreaper else None)
         if subreaper:
             _terminate_escapees(before, {proc.pid}, kill_grace)
         return result
@@ -1277,10 +1277,21 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
 
 
 def _communicate(proc, prompt_bytes, scanner, on_stdout, on_stderr, guard, iteration_timeout,
-                 idle_timeout, kill_grace, tail_bytes, started, selectors) -> AgentResult:
+                 idle_timeout, kill_grace, tail_bytes, started, selectors,
+                 adopted_before) -> AgentResult:
     """The selector loop of run_agent: feed stdin, pump and scan output, enforce the
-    timeouts, and terminate the process group (TERM, grace, KILL) when it must end."""
+    timeouts, and terminate the process group (TERM, grace, KILL) when it must end.
+
+    `adopted_before` (subreaper only) are our children before the agent started: the
+    others that die are the agent's orphans, adopted by us, and must be reaped here, or
+    their zombies would keep the group alive for the whole grace period."""
     pgid = proc.pid
+
+    def group_alive() -> bool:
+        if adopted_before is not None and proc.returncode is not None:
+            _reap(_children() - adopted_before - {proc.pid})
+        return _group_alive(pgid)
+
     selector = selectors.DefaultSelector()
     readers = {}
     for name, pipe, sink in (("stdout", proc.stdout, on_stdout), ("stderr", proc.stderr, on_stderr)):
@@ -1351,7 +1362,7 @@ def _communicate(proc, prompt_bytes, scanner, on_stdout, on_stderr, guard, itera
                     kill(now)  # a second signal during the grace period kills at once
             pipes_open = bool(readers)
             if exited_at is not None and not pipes_open:
-                if not _group_alive(pgid):
+                if not group_alive():
                     break
                 if term_at is None:
                     terminate(now)  # leftovers that do not hold our pipes

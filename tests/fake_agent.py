@@ -6,6 +6,8 @@ Environment:
                        prompt-N.txt  the prompt it received (stdin, or the {prompt_file})
                        env-N.json    its ROODA_* variables and CLAUDECODE
                        pid-N         its pid (= its process group: rooda starts it in a session)
+                       ppid-N        its parent's pid (rooda's)
+                       argv-N.json   its arguments
   FAKE_AGENT_SCRIPT  a JSON file: a list of steps, one per call (the last one repeats),
                      or {"steps": [...]}.
 
@@ -20,6 +22,8 @@ A step is a mapping:
      {"echo_prompt": true}             write the prompt back to stdout
      {"sleep": SECONDS}
      {"touch": NAME}                   create FAKE_AGENT_STATE/NAME (an event a test awaits)
+     {"write_file": PATH, "text": TEXT} write a file (relative to the working directory)
+     {"wait_for": NAME}                wait (up to 30 s) until a test creates that file
      {"background": SECONDS, "hold_output": true|false, "setsid": false, "name": NAME}
                                        start a child that sleeps; its pid goes to
                                        FAKE_AGENT_STATE/NAME (default bg-N.pid)
@@ -49,6 +53,10 @@ def main():
         stream.write(str(call))
     with open(os.path.join(state, "pid-%d" % call), "w") as stream:
         stream.write(str(os.getpid()))
+    with open(os.path.join(state, "ppid-%d" % call), "w") as stream:
+        stream.write(str(os.getppid()))
+    with open(os.path.join(state, "argv-%d.json" % call), "w") as stream:
+        json.dump(sys.argv[1:], stream)
 
     steps = [{}]
     script = os.environ.get("FAKE_AGENT_SCRIPT")
@@ -108,6 +116,14 @@ def main():
             out.flush()
         elif "sleep" in action:
             time.sleep(action["sleep"])
+        elif "write_file" in action:
+            with open(action["write_file"], "w") as stream:
+                stream.write(action["text"])
+        elif "wait_for" in action:
+            target = os.path.join(state, action["wait_for"])
+            deadline = time.monotonic() + 30
+            while not os.path.exists(target) and time.monotonic() < deadline:
+                time.sleep(0.005)
         elif "touch" in action:
             open(os.path.join(state, action["touch"]), "w").close()
         elif "background" in action:

@@ -1,0 +1,27 @@
+# rooda.py - developer commands. Only `test` is needed by CI (.ci/run).
+PYTHON ?= python3
+VERSION := $(shell $(PYTHON) -c "import rooda; print(rooda.__version__)")
+
+.PHONY: test test-compat lint bench version
+
+test:  ## the whole test suite (about a minute on 2 cores)
+	$(PYTHON) -m pytest -q tests
+
+test-compat:  ## the end-to-end smoke test on every CPython 3.8-3.13 found
+	$(PYTHON) -m pytest -v -rs tests/test_compat.py
+
+lint:  ## compile on every interpreter found; mypy and pycodestyle when installed
+	@for v in 3.8 3.9 3.10 3.11 3.12 3.13; do \
+	  py=$$($(PYTHON) -c "import sys; sys.path.insert(0, 'tests'); from interpreters import find_interpreter; print(find_interpreter('$$v') or '')"); \
+	  if [ -n "$$py" ]; then $$py -c "import ast, sys; ast.parse(open('rooda.py').read())" && echo "ok: parses on python$$v"; \
+	  else echo "skipped: python$$v not found"; fi; done
+	@if $(PYTHON) -m mypy --version >/dev/null 2>&1; then $(PYTHON) -m mypy --ignore-missing-imports rooda.py; \
+	  else echo "skipped: mypy (pip install mypy)"; fi
+	@if $(PYTHON) -m pycodestyle --version >/dev/null 2>&1; then $(PYTHON) -m pycodestyle --max-line-length=110 rooda.py; \
+	  else echo "skipped: pycodestyle (pip install pycodestyle)"; fi
+
+bench:  ## rooda's own overhead (figures only; never fails on speed)
+	@echo "make bench: not built yet (see the open benchmark issue)"
+
+version:
+	@echo $(VERSION)

@@ -1,0 +1,56 @@
+"""End-to-end smoke test of rooda.py on every CPython 3.8-3.13 found (`make test-compat`).
+
+Each interpreter runs rooda.py itself (and the fake agent): a dry-run, a loop of three
+iterations, and a SIGINT while the agent runs. Missing interpreters are skipped with
+the reason, so the run names what it covered.
+"""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FAKE_AGENT, ROODA, progress_lines
+from interpreters import VERSIONS, find_interpreter
+
+
+@pytest.fixture(params=VERSIONS, ids=["python" + v for v in VERSIONS])
+def python(request):
+    path = find_interpreter(request.param)
+    if path is None:
+        pytest.skip("python%s not found (pyenv versions or PATH)" % request.param)
+    return path
+
+
+def test_smoke_on_every_interpreter(python, tmp_path, agent):
+    env = dict(os.environ)
+    env.update(agent.env)
+    env.pop("PYTHONPATH", None)
+    cmd = "%s %s" % (python, FAKE_AGENT)
+
+    def rooda(*args, **kwargs):
+        return subprocess.run([python, ROODA] + list(args), cwd=str(tmp_path), env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, **kwargs)
+
+    dry = rooda("build", "--dry-run", "--ai-cmd", cmd)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith(b"# OODA Loop Iteration\n")
+
+    agent.script({}, {}, {})
+    loop = rooda("build", "3", "--ai-cmd", cmd)
+    assert loop.returncode == 0, loop.stderr
+    assert progress_lines(loop.stderr.decode())[-1] == "Reached max iterations: 3 (total: D)"
+    assert agent.calls == 3
+
+    agent.script({"actions": [{"touch": "ready"}, {"sleep": 60}]})
+    proc = subprocess.Popen([python, ROODA, "build", "--ai-cmd", cmd], cwd=str(tmp_path), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        agent.wait_for("ready")
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=15)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == -signal.SIGINT
