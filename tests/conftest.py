@@ -56,6 +56,10 @@ class FakeAgent:
         with open(path) as stream:
             return int(stream.read())
 
+    def started(self, call):
+        with open(os.path.join(self.state, "time-%d" % call)) as stream:
+            return float(stream.read())
+
     def wait_for(self, name, timeout=10.0):
         """Wait until the agent created FAKE_AGENT_STATE/name (an event, with a deadline)."""
         path = os.path.join(self.state, name)

@@ -7,6 +7,7 @@ Environment:
                        env-N.json    its ROODA_* variables and CLAUDECODE
                        pid-N         its pid (= its process group: rooda starts it in a session)
                        ppid-N        its parent's pid (rooda's)
+                       time-N        when it started (time.time())
                        argv-N.json   its arguments
   FAKE_AGENT_SCRIPT  a JSON file: a list of steps, one per call (the last one repeats),
                      or {"steps": [...]}.
@@ -53,6 +54,8 @@ def main():
         stream.write(str(call))
     with open(os.path.join(state, "pid-%d" % call), "w") as stream:
         stream.write(str(os.getpid()))
+    with open(os.path.join(state, "time-%d" % call), "w") as stream:
+        stream.write(repr(time.time()))
     with open(os.path.join(state, "ppid-%d" % call), "w") as stream:
         stream.write(str(os.getppid()))
     with open(os.path.join(state, "argv-%d.json" % call), "w") as stream:

@@ -319,3 +319,20 @@ def test_success_seen_before_a_timeout_still_completes(workspace, agent, capfd):
     code, _, err = run(capfd, agent, "-n", "3", "--timeout", "0.5")
     assert code == 0 and agent.calls == 1
     assert "Completed: agent signalled SUCCESS" in progress_lines(err)[-1]
+
+
+# --- delay and backoff (lower bounds only: a busy machine can only make gaps longer) ----
+
+def test_delay_pauses_between_iterations(workspace, agent, capfd):
+    agent.script(OK)
+    code, _, _ = run(capfd, agent, "-n", "2", "--delay", "0.4")
+    assert code == 0
+    assert agent.started(2) - agent.started(1) >= 0.4
+
+
+def test_backoff_multiplies_the_delay_per_consecutive_failure(workspace, agent, capfd):
+    write_config(workspace, {"loop": {"delay": 0.2, "backoff": 3}})
+    agent.script(FAIL, FAIL, OK)
+    code, _, _ = run(capfd, agent, "-n", "3")
+    assert agent.started(2) - agent.started(1) >= 0.2 * 3       # after 1 failure
+    assert agent.started(3) - agent.started(2) >= 0.2 * 3 ** 2  # after 2 failures

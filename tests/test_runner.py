@@ -294,3 +294,22 @@ def test_prompt_is_rebuilt_each_iteration(workspace, agent, capfd):
     assert code == 0
     assert "first version" in agent.prompt(1) and "second version" not in agent.prompt(1)
     assert "second version" in agent.prompt(2)
+
+
+def test_a_signal_between_iterations_stops_at_once(workspace, agent):
+    agent.script({"actions": [{"touch": "ready"}]})
+    proc = start_rooda(agent, "-n", "3", "--delay", "60", cwd=workspace)
+    try:
+        agent.wait_for("ready")
+        wait_until(lambda: not alive(agent.pid(1)))
+        time.sleep(0.2)  # not synchronisation: let rooda reach its delay
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+        _, err = proc.communicate()
+    assert proc.returncode == -signal.SIGINT and took < 1.0
+    assert progress_lines(err.decode())[-1] == \
+        "Interrupted by SIGINT between iterations (1 iteration completed, total: D)"
