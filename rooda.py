@@ -16,16 +16,19 @@ Public names (``__all__``): main, load_config, assemble_prompt, run_agent,
 classify_outcome, SignalScanner, RoodaError, UsageError, ConfigError.
 
 Sections, in this order (each name is defined before it is used):
-   1. constants
-   2. errors
-   3. small utilities
-   4. configuration (files, tiers, validation, provenance, agent command)
-   5. prompt assembly
-   6. agent process (spawn, stream, scan, kill)
-   7. progress lines
-   8. the loop
-   9. command line (parser, commands)
-  10. main
+   1. Constants
+   2. Errors
+   3. Small utilities
+   4. YAML subset loader
+   5. Configuration schema
+   6. Configuration tiers
+   7. Agent command
+   8. Prompt assembly
+   9. Agent process
+  10. Progress lines
+  11. The loop
+  12. Command line
+  13. main
 """
 from __future__ import annotations
 
@@ -188,8 +191,10 @@ class ConfigError(RoodaError):
 
     @classmethod
     def collect(cls, problems: List[tuple]) -> "ConfigError":
-        error = cls(problems[0][3])
-        error.problems = list(problems)
+        """One error for many problems, in file and line order."""
+        ordered = sorted(problems, key=lambda p: (str(p[0]), p[1] or 0, p[2] or 0))
+        error = cls(ordered[0][3])
+        error.problems = ordered
         return error
 
     def lines(self) -> List[str]:
@@ -236,12 +241,33 @@ def format_budget(seconds: float) -> str:
     return "".join(parts) or "0s"
 
 
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """`; did you mean 'x'?` when a choice is close to word, else an empty string."""
+def closest(word: str, choices: Iterable[str]) -> Optional[str]:
+    """The choice closest to word when one is close enough (difflib), else None."""
     import difflib
 
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return "; did you mean '%s'?" % close[0] if close else ""
+    return close[0] if close else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`; did you mean 'x'?` when a choice is close to word, else an empty string."""
+    near = closest(word, choices)
+    return "; did you mean '%s'?" % near if near else ""
+
+
+def _type_name(value: object) -> str:
+    """How a config value's type is named in messages."""
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+def _scalar_text(value: object) -> str:
+    """A scalar as text, the way a config file spells it (true, 3, 2.5)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def plural(count: int, word: str) -> str:
@@ -296,267 +322,582 @@ class Record:
 
 
 # ----------------------------------------------------------------------
-# 4. Configuration
+# 4. YAML subset loader
 # ----------------------------------------------------------------------
-# Tiers, lowest first: built-in (BUILTIN_LOOP, PRESETS), shipped (rooda-config.json
-# beside rooda.py), workspace (./rooda-config.json or --config), flags. Mappings are
-# deep-merged key by key, lists replaced, null unsets. Relative paths are resolved
-# against the file that names them before merging, so provenance never matters for
-# meaning; it is kept per key for error messages.
+# rooda reads rooda-config.yml without PyYAML. The subset, line-oriented:
+#
+#   document   one, with an optional leading `---` (and an optional final `...`)
+#   mapping    `key: value` lines at one indentation; a key is plain or quoted
+#   sequence   `- item` lines at one indentation, also at the key's own indentation
+#              (`key:` then `- a`); an item may be a mapping (`- path: x` and more
+#              keys aligned below `path`) or a nested block
+#   flow       `[a, b]` and `{k: v}` on one line, of scalars only
+#   scalars    plain (may continue on more-indented lines, folded with spaces),
+#              'single' ('' is a quote), "double" (escapes \n \t \" \\ \xHH \uHHHH
+#              \UHHHHHHHH \0 \a \b \e \f \r \v \/ \<space> \N \_ \L \P), on one line;
+#              block scalars | |- |+ > >- >+
+#   comments   `#` at the start of a line or after a space
+#   types      YAML 1.2 core schema for plain scalars: null ~ Null NULL and empty;
+#              true/false in three spellings; decimal, 0x and 0o integers; floats
+#              with .inf and .nan. yes/no/on/off stay strings. Keys are strings.
+#
+# Refused by name, with a hint: anchors, aliases, tags, merge keys (<<), multi-line
+# flow collections, nested flow collections, complex keys (?), several documents,
+# directives, indentation indicators. Tabs in indentation and duplicate keys are
+# errors. Every error is a ConfigError at path:line:col.
 
-TIER_BUILTIN = "built-in"
-TIER_SHIPPED = "shipped"
-TIER_WORKSPACE = "workspace"
+_YAML_UNSUPPORTED = "are not supported by rooda's YAML subset"
+_YAML_ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n",
+                 "v": "\v", "f": "\f", "r": "\r", "e": "\x1b", " ": " ", '"': '"',
+                 "/": "/", "\\": "\\", "N": "\x85", "_": "\xa0", "L": "\u2028",
+                 "P": "\u2029"}
+_YAML_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 
 
-class Config(Record):
-    """The merged configuration: data, and for each key path the (tier, file) it came from."""
+def _yaml_plain_value(text: str) -> object:
+    """A plain scalar typed by the YAML 1.2 core schema."""
+    import re
 
-    __slots__ = ("data", "provenance", "files")
+    if text in ("", "~", "null", "Null", "NULL"):
+        return None
+    if text in ("true", "True", "TRUE"):
+        return True
+    if text in ("false", "False", "FALSE"):
+        return False
+    if re.fullmatch(r"[-+]?[0-9]+", text):
+        return int(text, 10)
+    if re.fullmatch(r"0o[0-7]+", text):
+        return int(text[2:], 8)
+    if re.fullmatch(r"0x[0-9a-fA-F]+", text):
+        return int(text[2:], 16)
+    if re.fullmatch(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?", text):
+        return float(text)
+    if re.fullmatch(r"[-+]?\.(inf|Inf|INF)", text):
+        return float("-inf") if text.startswith("-") else float("inf")
+    if text in (".nan", ".NaN", ".NAN"):
+        return float("nan")
+    return text
 
-    def loop(self, key: str) -> object:
-        """A loop setting, falling back to the built-in default when a tier unset it."""
-        return self.data.get("loop", {}).get(key, BUILTIN_LOOP.get(key))
 
-    def procedure(self, name: str) -> dict:
-        """A procedure's settings, or a UsageError that proposes the closest name."""
-        procedures = self.data.get("procedures", {})
-        if name not in procedures:
-            hint = did_you_mean(name, procedures)
-            if not hint and procedures:
-                hint = " (see 'python3 rooda.py list')"
-            raise UsageError("unknown procedure '%s'%s" % (name, hint))
-        return procedures[name]
+class YamlSubsetParser:
+    """Parses one document of the subset; `positions` maps key paths to (line, col)."""
 
+    def __init__(self, text: str, path: str) -> None:
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        self.path = path
+        self.lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        self.index = 0
+        self.positions: Dict[tuple, Tuple[int, int]] = {}
 
-def _read_json(path: str, shown: str) -> dict:
-    """A JSON config file as a dict, or a ConfigError at shown:line:col."""
-    import json
+    # -- errors and line helpers ----------------------------------------------------
 
-    try:
-        with open(path, "rb") as stream:
-            raw = stream.read()
-    except OSError as exc:
-        raise ConfigError("cannot read config file: %s" % (exc.strerror or exc), shown) from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ConfigError("not valid UTF-8 (byte %d)" % exc.start, shown) from None
+    def error(self, message: str, index: int, col: int) -> ConfigError:
+        source = self.lines[index] if 0 <= index < len(self.lines) else None
+        return ConfigError(message, self.path, index + 1, col + 1, source)
 
-    def reject_duplicates(pairs: List[Tuple[str, object]]) -> dict:
+    def refuse(self, what: str, hint: str, index: int, col: int) -> ConfigError:
+        return self.error("%s %s; %s" % (what, _YAML_UNSUPPORTED, hint), index, col)
+
+    def indent_of(self, index: int) -> int:
+        line = self.lines[index]
+        indent = len(line) - len(line.lstrip(" "))
+        if line[indent:indent + 1] == "\t":
+            raise self.error("tab in indentation; indent with spaces", index, indent)
+        return indent
+
+    def is_blank(self, index: int) -> bool:
+        stripped = self.lines[index].strip(" \t")
+        return not stripped or stripped.startswith("#")
+
+    def next_content(self) -> Optional[int]:
+        """The index of the next line with content (skipping blanks and comments)."""
+        while self.index < len(self.lines) and self.is_blank(self.index):
+            self.index += 1
+        return self.index if self.index < len(self.lines) else None
+
+    # -- document ---------------------------------------------------------------------
+
+    def parse(self) -> object:
+        start = self.next_content()
+        if start is None:
+            return None
+        line = self.lines[start]
+        if line.startswith("%"):
+            raise self.refuse("directives (%YAML, %TAG)", "remove the line", start, 0)
+        if line.rstrip() == "---" or line.startswith("--- "):
+            rest = line[3:].strip()
+            if rest and not rest.startswith("#"):
+                raise self.error("put the document on the line after '---'", start, 4)
+            self.index += 1
+            start = self.next_content()
+            if start is None:
+                return None
+        if self.indent_of(start) != 0:
+            raise self.error("the document must start at column 1", start, self.indent_of(start))
+        value = self.parse_block(0, ())
+        end = self.next_content()
+        if end is not None:
+            text = self.lines[end].rstrip()
+            if text == "---" or text.startswith("--- "):
+                raise self.refuse("several documents", "keep one (a single leading '---' is fine)",
+                                  end, 0)
+            if text == "...":
+                self.index += 1
+                rest = self.next_content()
+                if rest is None:
+                    return value
+                raise self.refuse("several documents", "keep one", rest, 0)
+            raise self.error("unexpected text at this indentation", end, self.indent_of(end))
+        return value
+
+    # -- blocks -----------------------------------------------------------------------
+
+    def parse_block(self, indent: int, key_path: tuple) -> object:
+        """The node that starts on the current line, at `indent`."""
+        index = self.index
+        content = self.lines[index][indent:]
+        if content == "-" or content.startswith("- "):
+            return self.parse_sequence(indent, key_path)
+        if self.split_key(index, indent) is not None:
+            return self.parse_mapping(indent, key_path)
+        self.index += 1
+        return self.parse_inline(content, index, indent, indent - 1, key_path)
+
+    def parse_mapping(self, indent: int, key_path: tuple) -> dict:
         result: dict = {}
-        for key, value in pairs:
-            if key in result:
-                raise ConfigError("duplicate key '%s'" % key, shown)
-            result[key] = value
+        first_line: Dict[str, int] = {}
+        while True:
+            index = self.next_content()
+            if index is None:
+                break
+            current = self.indent_of(index)
+            if current < indent:
+                break
+            line = self.lines[index]
+            if current > indent:
+                raise self.error("unexpected indentation (the keys of this mapping start at"
+                                 " column %d)" % (indent + 1), index, current)
+            if line.rstrip() in ("---", "..."):
+                break
+            content = line[indent:]
+            if content == "-" or content.startswith("- "):
+                raise self.error("a sequence item where a key was expected", index, indent)
+            split = self.split_key(index, indent)
+            if split is None:
+                raise self.error("expected 'key: value'", index, indent)
+            key, rest, rest_col = split
+            if key in first_line:
+                raise self.error("duplicate key '%s' (first defined on line %d)"
+                                 % (key, first_line[key]), index, indent)
+            first_line[key] = index + 1
+            self.positions[key_path + (key,)] = (index + 1, indent + 1)
+            self.index = index + 1
+            result[key] = self.parse_value(rest, index, rest_col, indent, key_path + (key,))
         return result
 
-    try:
-        data = json.loads(text, object_pairs_hook=reject_duplicates)
-    except json.JSONDecodeError as exc:
-        source = text.splitlines()[exc.lineno - 1] if text.strip() else ""
-        message = exc.msg[0].lower() + exc.msg[1:]
-        raise ConfigError(message, shown, exc.lineno, exc.colno, source) from None
-    if not isinstance(data, dict):
-        raise ConfigError("the top level must be a mapping (an object), not %s"
-                          % _type_name(data), shown, 1, 1)
-    return data
+    def parse_sequence(self, indent: int, key_path: tuple) -> list:
+        items: list = []
+        while True:
+            index = self.next_content()
+            if index is None:
+                break
+            current = self.indent_of(index)
+            if current < indent:
+                break
+            if current > indent:
+                raise self.error("unexpected indentation (the items of this sequence start at"
+                                 " column %d)" % (indent + 1), index, current)
+            line = self.lines[index]
+            content = line[indent:]
+            if not (content == "-" or content.startswith("- ")):
+                break  # e.g. the next key after `key:` and a sequence at the key's indentation
+            item_path = key_path + (len(items),)
+            self.positions[item_path] = (index + 1, indent + 1)
+            after = content[1:]
+            spaces = len(after) - len(after.lstrip(" "))
+            if after[spaces:spaces + 1] == "\t":
+                raise self.error("tab after '-'; use spaces", index, indent + 1 + spaces)
+            rest = after[spaces:]
+            item_col = indent + 1 + spaces
+            if not rest or rest.startswith("#"):
+                self.index = index + 1
+                items.append(self.parse_nested(indent, item_path))
+            elif rest == "-" or rest.startswith("- ") or self.split_key(index, item_col) is not None:
+                # `- key: v` or `- - x`: blank the dash, so the item is a block at item_col
+                # whose later lines align with its first (columns in errors stay true).
+                self.lines[index] = line[:indent] + " " * (item_col - indent) + rest
+                self.index = index
+                items.append(self.parse_block(item_col, item_path))
+            else:
+                self.index = index + 1
+                items.append(self.parse_inline(rest, index, item_col, indent, item_path))
+        return items
 
+    def parse_nested(self, parent_indent: int, key_path: tuple,
+                     allow_same_indent_sequence: bool = False) -> object:
+        """The block below a `key:` or `-` with nothing after it; None when there is none."""
+        index = self.next_content()
+        if index is None:
+            return None
+        current = self.indent_of(index)
+        content = self.lines[index][current:]
+        if current > parent_indent:
+            return self.parse_block(current, key_path)
+        if allow_same_indent_sequence and current == parent_indent and (
+                content == "-" or content.startswith("- ")):
+            return self.parse_sequence(current, key_path)
+        return None
 
-def _read_config_file(path: str, shown: str) -> dict:
-    """Any supported config file as a dict; errors name it as `shown`."""
-    if path.endswith((".yml", ".yaml")):
-        raise ConfigError("YAML configuration is not supported by this version of rooda;"
-                          " use rooda-config.json", shown)
-    return _read_json(path, shown)
+    def parse_value(self, rest: str, index: int, col: int, parent_indent: int,
+                    key_path: tuple) -> object:
+        """The value after `key:`: on the same line, or the block below it."""
+        if not rest or rest.startswith("#"):
+            return self.parse_nested(parent_indent, key_path, allow_same_indent_sequence=True)
+        if rest == "-" or rest.startswith("- "):
+            raise self.error("a sequence cannot start on its key's line; put '- item' on the"
+                             " next line", index, col)
+        return self.parse_inline(rest, index, col, parent_indent, key_path)
 
+    # -- values on one line -------------------------------------------------------------
 
-def _find_config(directory: str) -> Optional[str]:
-    """The config file in a directory, None without one; two of them are ambiguous."""
-    found = [name for name in CONFIG_NAMES if os.path.isfile(os.path.join(directory, name))]
-    if len(found) > 1:
-        raise ConfigError("ambiguous configuration: both %s exist; keep one"
-                          % " and ".join(found), os.path.join(directory, found[0]))
-    return os.path.join(directory, found[0]) if found else None
-
-
-def _type_name(value: object) -> str:
-    if value is None:
-        return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
-
-
-def _resolve_fragments(value: object, base: str, where: str, problems: list,
-                       path: str) -> object:
-    """A phase value in its canonical form: a list of {path} / {content} fragments.
-
-    Accepts a bare path (the Go rooda's v0.1 form), a list of paths, and a list of
-    {path, parameters} / {content} items. Relative paths resolve against `base`, the
-    directory of the file that names them; `builtin:X` names prompts/X beside rooda.py.
-    """
-    items = value if isinstance(value, list) else [value]
-    if not items:
-        problems.append((path, None, None, "%s: needs at least one fragment" % where, None))
-    fragments = []
-    for index, item in enumerate(items):
-        label = "%s[%d]" % (where, index) if isinstance(value, list) else where
-        if isinstance(item, str):
-            item = {"path": item}
-        if not isinstance(item, dict):
-            problems.append((path, None, None, "%s: must be a path or a mapping with 'path' or"
-                             " 'content', not %s" % (label, _type_name(item)), None))
-            continue
-        unknown = [key for key in item if key not in ("path", "content", "parameters")]
-        for key in unknown:
-            problems.append((path, None, None, "%s: unknown key '%s'%s" % (
-                label, key, did_you_mean(key, ("path", "content", "parameters"))), None))
-        has_path, has_content = "path" in item, "content" in item
-        if has_path == has_content:
-            problems.append((path, None, None, "%s: needs exactly one of 'path' and 'content'"
-                             % label, None))
-            continue
-        fragment: dict = {}
-        if has_path:
-            target = item["path"]
-            if not isinstance(target, str) or not target.strip():
-                problems.append((path, None, None, "%s.path: must be a non-empty string" % label,
-                                 None))
+    def parse_inline(self, text: str, index: int, col: int, parent_indent: int,
+                     key_path: tuple) -> object:
+        """A value that starts at line `index`, column `col`; self.index is past its line."""
+        first = text[:1]
+        if first == "&":
+            raise self.refuse("anchors (&name)", "repeat the value or use rooda-config.json",
+                              index, col)
+        if first == "*":
+            raise self.refuse("aliases (*name)", "repeat the value or use rooda-config.json",
+                              index, col)
+        if first == "!":
+            raise self.refuse("tags (!tag)", "remove the tag; quote the value to make it a string",
+                              index, col)
+        if first in ("|", ">"):
+            return self.parse_block_scalar(text, index, col, parent_indent)
+        if first in ("[", "{"):
+            value, end = self.parse_flow(text, index, col)
+            self.expect_end(text, end, index, col, "the closing bracket")
+            return value
+        if first in ('"', "'"):
+            value, end = self.parse_quoted(text, 0, index, col)
+            self.expect_end(text, end, index, col, "the quoted string")
+            return value
+        if first in ("@", "`"):
+            raise self.error("'%s' cannot start a plain value; quote the value" % first, index, col)
+        if first == "%":
+            raise self.error("'%' cannot start a plain value; quote the value", index, col)
+        if text.startswith("? ") or text == "?":
+            raise self.refuse("complex keys (? key)", "use a plain or quoted key", index, col)
+        plain = self.plain_text(text, index, col)
+        # A plain scalar may continue on more-indented lines (folded with spaces).
+        parts = [plain]
+        while self.index < len(self.lines):
+            following = self.index
+            if self.is_blank(following):
+                if self.lines[following].strip(" \t").startswith("#"):
+                    break
+                # a blank line inside a multi-line plain scalar is a line break
+                lookahead = following
+                while lookahead < len(self.lines) and not self.lines[lookahead].strip(" \t"):
+                    lookahead += 1
+                if lookahead >= len(self.lines) or self.is_blank(lookahead) or \
+                        self.indent_of(lookahead) <= parent_indent:
+                    break
+                parts.append("\n" * (lookahead - following))
+                self.index = lookahead
                 continue
-            fragment["path"] = _resolve_fragment_path(target, base)
+            current = self.indent_of(following)
+            if current <= parent_indent:
+                break
+            continuation = self.lines[following][current:]
+            if self.split_key(following, current) is not None or continuation.startswith("- "):
+                raise self.error("unexpected indentation (is a key missing its value, or a"
+                                 " value over-indented?)", following, current)
+            parts.append(self.plain_text(continuation, following, current))
+            self.index = following + 1
+        if len(parts) == 1:
+            return _yaml_plain_value(plain)
+        folded = parts[0]
+        for part in parts[1:]:
+            if part.startswith("\n"):
+                folded += part
+            elif folded.endswith("\n"):
+                folded += part
+            else:
+                folded += " " + part
+        return folded
+
+    def plain_text(self, text: str, index: int, col: int) -> str:
+        """A plain scalar's text on one line: up to a comment; ': ' inside is an error."""
+        end = len(text)
+        position = text.find(" #")
+        if position >= 0:
+            end = position
+        value = text[:end].rstrip(" \t")
+        colon = value.find(": ")
+        if colon >= 0 or value.endswith(":"):
+            at = colon if colon >= 0 else len(value) - 1
+            raise self.error("': ' inside a plain value; quote the value", index, col + at)
+        return value
+
+    def expect_end(self, text: str, end: int, index: int, col: int, what: str) -> None:
+        """Only blanks, or a comment after a blank, may follow a closed value."""
+        rest = text[end:]
+        stripped = rest.lstrip(" \t")
+        if stripped and not (stripped.startswith("#") and stripped != rest):
+            raise self.error("unexpected text after %s" % what, index,
+                             col + end + len(rest) - len(stripped))
+
+    def parse_quoted(self, text: str, start: int, index: int, col: int) -> Tuple[str, int]:
+        """A quoted scalar at text[start]; (value, index after the closing quote)."""
+        quote = text[start]
+        position = start + 1
+        out = []
+        while position < len(text):
+            char = text[position]
+            if quote == "'":
+                if char == "'":
+                    if text[position + 1:position + 2] == "'":
+                        out.append("'")
+                        position += 2
+                        continue
+                    return "".join(out), position + 1
+                out.append(char)
+                position += 1
+                continue
+            if char == '"':
+                return "".join(out), position + 1
+            if char == "\\":
+                code = text[position + 1:position + 2]
+                if code in _YAML_ESCAPES:
+                    out.append(_YAML_ESCAPES[code])
+                    position += 2
+                    continue
+                if code in _YAML_HEX_ESCAPES:
+                    digits = text[position + 2:position + 2 + _YAML_HEX_ESCAPES[code]]
+                    try:
+                        if len(digits) != _YAML_HEX_ESCAPES[code]:
+                            raise ValueError
+                        out.append(chr(int(digits, 16)))
+                    except ValueError:
+                        raise self.error("invalid escape '\\%s%s' in a double-quoted string"
+                                         % (code, digits), index, col + position) from None
+                    position += 2 + len(digits)
+                    continue
+                raise self.error("unknown escape sequence '\\%s' in a double-quoted string"
+                                 % code, index, col + position)
+            out.append(char)
+            position += 1
+        raise self.error("unterminated quoted string (a quoted string must end on its line;"
+                         " use | for multi-line text)", index, col + start)
+
+    def parse_flow(self, text: str, index: int, col: int) -> Tuple[object, int]:
+        """A one-line flow collection of scalars; (value, index after its bracket)."""
+        opening = text[0]
+        closing = "]" if opening == "[" else "}"
+        items: list = []
+        mapping: dict = {}
+        position = 1
+
+        def skip_spaces(at: int) -> int:
+            while at < len(text) and text[at] in " \t":
+                at += 1
+            return at
+
+        def scalar(at: int, stops: str) -> Tuple[object, int, bool]:
+            at = skip_spaces(at)
+            if at >= len(text):
+                raise self.refuse("multi-line flow collections", "close the bracket on the same"
+                                  " line, or use block style ('- item')", index, col)
+            char = text[at]
+            if char in "[{":
+                raise self.refuse("nested flow collections", "use block style", index, col + at)
+            if char in "&*!":
+                what = {"&": "anchors (&name)", "*": "aliases (*name)", "!": "tags (!tag)"}[char]
+                raise self.refuse(what, "repeat the value or use rooda-config.json", index, col + at)
+            if char in "\"'":
+                value, end = self.parse_quoted(text, at, index, col)
+                return value, skip_spaces(end), True
+            end = at
+            while end < len(text) and text[end] not in stops:
+                if text[end] == "#" and end > 0 and text[end - 1] in " \t":
+                    break
+                if text[end] == ":" and opening == "{" and text[end + 1:end + 2] in (" ", ",", "}", ""):
+                    break
+                end += 1
+            raw = text[at:end].rstrip(" \t")
+            return _yaml_plain_value(raw) if raw else None, end, bool(raw)
+
+        while True:
+            position = skip_spaces(position)
+            if position >= len(text) or text[position] == "#":
+                raise self.refuse("multi-line flow collections", "close the bracket on the same"
+                                  " line, or use block style ('- item')", index, col)
+            if text[position] == closing:
+                position += 1
+                break
+            if opening == "[":
+                value, position, present = scalar(position, ",]")
+                if not present:
+                    raise self.error("empty entry in a flow sequence", index, col + position)
+                items.append(value)
+            else:
+                key, position, present = scalar(position, ",}:")
+                if not present:
+                    raise self.error("empty key in a flow mapping", index, col + position)
+                if text[position:position + 1] != ":":
+                    raise self.error("expected 'key: value' in a flow mapping", index, col + position)
+                key = _scalar_text(key) if not isinstance(key, str) else key
+                if key in mapping:
+                    raise self.error("duplicate key '%s'" % key, index, col + position)
+                value, position, _ = scalar(position + 1, ",}")
+                mapping[key] = value
+            position = skip_spaces(position)
+            if position < len(text) and text[position] == ",":
+                position += 1
+            elif position < len(text) and text[position] == closing:
+                continue
+            elif position >= len(text) or text[position] == "#":
+                raise self.refuse("multi-line flow collections", "close the bracket on the same"
+                                  " line, or use block style ('- item')", index, col)
+            else:
+                raise self.error("expected ',' or '%s'" % closing, index, col + position)
+        return (items if opening == "[" else mapping), position
+
+    def parse_block_scalar(self, header: str, index: int, col: int, parent_indent: int) -> str:
+        """A literal (|) or folded (>) block scalar; its lines follow the header's line."""
+        style = header[0]
+        indicators = header[1:].split("#", 1)[0].rstrip(" \t")
+        chomp = "clip"
+        for char in indicators:
+            if char in "-+" and chomp == "clip":
+                chomp = "strip" if char == "-" else "keep"
+            elif char.isdigit():
+                raise self.refuse("indentation indicators (|2)", "indent the text consistently",
+                                  index, col)
+            else:
+                raise self.error("unexpected '%s' after '%s'" % (char, style), index, col)
+        lines: List[str] = []
+        block_indent = None
+        position = index + 1
+        while position < len(self.lines):
+            line = self.lines[position]
+            stripped = line.strip(" ")
+            if not stripped:
+                lines.append(line[block_indent:] if block_indent and len(line) > block_indent else "")
+                position += 1
+                continue
+            current = len(line) - len(line.lstrip(" "))
+            if block_indent is None:
+                if current <= parent_indent:
+                    break
+                if line[current:current + 1] == "\t":
+                    raise self.error("tab in indentation; indent with spaces", position, current)
+                block_indent = current
+            elif current < block_indent:
+                if line[current:current + 1] == "\t" and current < block_indent:
+                    raise self.error("tab in indentation; indent with spaces", position, current)
+                break
+            lines.append(line[block_indent:])
+            position += 1
+        trailing = 0
+        while lines and lines[-1] == "":
+            lines.pop()
+            trailing += 1
+        # Blank lines after the block that belong to the document, not the scalar, were
+        # counted too; only `keep` uses the count, as YAML does.
+        self.index = position
+        if style == "|":
+            text = "\n".join(lines)
         else:
-            if not isinstance(item["content"], str):
-                problems.append((path, None, None, "%s.content: must be a string, not %s"
-                                 % (label, _type_name(item["content"])), None))
-                continue
-            fragment["content"] = item["content"]
-        parameters = item.get("parameters")
-        if parameters is not None:
-            if not isinstance(parameters, dict) or not all(
-                    isinstance(v, (str, int, float, bool)) for v in parameters.values()):
-                problems.append((path, None, None, "%s.parameters: must be a mapping of names"
-                                 " to scalar values" % label, None))
-                continue
-            fragment["parameters"] = {str(k): _scalar_text(v) for k, v in parameters.items()}
-        fragments.append(fragment)
-    return fragments
+            text = ""
+            previous = None
+            empties = 0
+            for line in lines:
+                if line == "":
+                    empties += 1
+                    continue
+                if previous is None:
+                    text += "\n" * empties + line
+                else:
+                    normal = not previous.startswith((" ", "\t")) and not line.startswith((" ", "\t"))
+                    if empties == 0:
+                        text += (" " if normal else "\n") + line
+                    else:
+                        text += "\n" * (empties if normal else empties + 1) + line
+                previous = line
+                empties = 0
+        if not lines:
+            return "\n" * trailing if chomp == "keep" else ""
+        if chomp == "strip":
+            return text
+        if chomp == "keep":
+            return text + "\n" + "\n" * trailing
+        return text + "\n"
 
-
-def _resolve_fragment_path(target: str, base: str) -> str:
-    if target.startswith("builtin:"):
-        name = target[len("builtin:"):].lstrip("/")
-        for prefix in ("prompts/", "fragments/"):
-            if name.startswith(prefix):
-                name = name[len(prefix):]
-        return os.path.join(ROODA_DIR, "prompts", name)
-    return os.path.normpath(os.path.join(base, os.path.expanduser(target)))
-
-
-def _scalar_text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _prepare_layer(raw: dict, path: str, problems: list) -> dict:
-    """One file's data with its relative paths resolved against the file's directory."""
-    base = os.path.dirname(os.path.abspath(path))
-    layer = dict(raw)
-    loop = layer.get("loop")
-    if isinstance(loop, dict) and isinstance(loop.get("log_dir"), str):
-        loop = dict(loop)
-        loop["log_dir"] = os.path.normpath(os.path.join(base, os.path.expanduser(loop["log_dir"])))
-        layer["loop"] = loop
-    procedures = layer.get("procedures")
-    if isinstance(procedures, dict):
-        resolved = {}
-        for name, procedure in procedures.items():
-            if isinstance(procedure, dict):
-                procedure = dict(procedure)
-                for phase in PHASES:
-                    if phase in procedure and procedure[phase] is not None:
-                        procedure[phase] = _resolve_fragments(
-                            procedure[phase], base, "procedures.%s.%s" % (name, phase),
-                            problems, path)
-            resolved[name] = procedure
-        layer["procedures"] = resolved
-    return layer
-
-
-def _merge(into: dict, layer: dict, source: Tuple[str, Optional[str]], provenance: dict,
-           prefix: str = "") -> None:
-    """Deep-merge `layer` into `into`: mappings key by key, lists replaced, null unsets."""
-    for key, value in layer.items():
-        dotted = prefix + str(key)
-        if value is None:
-            into.pop(key, None)
-            provenance[dotted] = source
-        elif isinstance(value, dict) and isinstance(into.get(key), dict):
-            _merge(into[key], value, source, provenance, dotted + ".")
+    def split_key(self, index: int, col: int) -> Optional[Tuple[str, str, int]]:
+        """(key, the rest after ':', its column) when the text at col is `key: ...`."""
+        text = self.lines[index][col:]
+        if not text:
+            return None
+        if text.startswith("? ") or text == "?":
+            raise self.refuse("complex keys (? key)", "use a plain or quoted key", index, col)
+        if text[0] in "\"'":
+            try:
+                key, end = self.parse_quoted(text, 0, index, col)
+            except ConfigError:
+                return None
+            after = text[end:]
+            stripped = after.lstrip(" ")
+            if not stripped.startswith(":") or stripped[1:2] not in ("", " ", "\t"):
+                return None
+            rest_start = end + (len(after) - len(stripped)) + 1
         else:
-            into[key] = _copy(value)
-            provenance[dotted] = source
-            for stale in [k for k in provenance if k.startswith(dotted + ".")]:
-                provenance[stale] = source
+            if text[0] in "[{#&*!|>%@`-" and not (text[0] == "-" and text[1:2] not in (" ", "")):
+                if text[0] == "&" and ":" in text:
+                    raise self.refuse("anchors (&name)", "repeat the value or use"
+                                      " rooda-config.json", index, col)
+                if text[0] == "*" and ":" in text:
+                    raise self.refuse("aliases (*name)", "repeat the value or use"
+                                      " rooda-config.json", index, col)
+                if text[0] == "!" and ":" in text:
+                    raise self.refuse("tags (!tag)", "remove the tag", index, col)
+                return None
+            position = 0
+            while True:
+                position = text.find(":", position)
+                if position < 0:
+                    return None
+                comment = text.find(" #")
+                if 0 <= comment < position:
+                    return None
+                if position + 1 == len(text) or text[position + 1] in " \t":
+                    break
+                position += 1
+            key = text[:position].rstrip(" \t")
+            if not key:
+                return None
+            if key == "<<":
+                raise self.refuse("merge keys (<<)", "repeat the keys", index, col)
+            rest_start = position + 1
+        rest = text[rest_start:]
+        spaces = len(rest) - len(rest.lstrip(" \t"))
+        return key, rest[spaces:].rstrip(" \t") if not rest[spaces:].startswith(("|", ">")) \
+            else rest[spaces:], col + rest_start + spaces
 
 
-def _copy(value: object) -> object:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
+def load_yaml(text: str, path: str = "<string>") -> object:
+    """Parse a document of rooda's YAML subset; a ConfigError at path:line:col otherwise."""
+    return YamlSubsetParser(text, path).parse()
 
 
-def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None) -> Config:
-    """Load and merge the configuration tiers, then validate the result once.
-
-    `config_path` is the workspace file (--config); without it ./rooda-config.json
-    (or .yml / .yaml) in `cwd` is used when present.
-    """
-    cwd = cwd or os.getcwd()
-    data: dict = {"loop": _copy(BUILTIN_LOOP),
-                  "ai_cmd_aliases": {name: command for name, (command, _) in PRESETS.items()},
-                  "procedures": {}}
-    provenance: dict = {}
-    _merge({}, data, (TIER_BUILTIN, None), provenance)
-    files: List[Tuple[str, str]] = []
-    problems: list = []
-
-    candidates = []
-    if os.path.isfile(SHIPPED_CONFIG):
-        candidates.append((TIER_SHIPPED, SHIPPED_CONFIG))
-    if config_path is not None:
-        workspace = os.path.join(cwd, os.path.expanduser(config_path))
-        if not os.path.exists(workspace):
-            raise ConfigError("config file not found", config_path)
-        if os.path.isdir(workspace):
-            raise ConfigError("config path is a directory, not a file", config_path)
-    else:
-        workspace = _find_config(cwd)
-    if workspace is not None:
-        if not any(os.path.exists(f) and os.path.samefile(workspace, f) for _, f in candidates):
-            candidates.append((TIER_WORKSPACE, workspace))
-
-    for tier, path in candidates:
-        shown = _display_path(path, cwd)
-        layer = _prepare_layer(_read_config_file(path, shown), shown, problems)
-        _merge(data, layer, (tier, shown), provenance)
-        files.append((tier, shown))
-    config = Config(data=data, provenance=provenance, files=files)
-    problems.extend(validate_config(config))
-    if problems:
-        raise ConfigError.collect(problems)
-    return config
-
-
-def _display_path(path: str, cwd: str) -> str:
-    """A path as short as it can be said: relative to cwd when below it."""
-    relative = os.path.relpath(path, cwd)
-    return path if relative.startswith("..") else relative
-
-
-# Validators return an error message, or None when the value is acceptable.
+# ----------------------------------------------------------------------
+# 5. Configuration schema
+# ----------------------------------------------------------------------
+# The schema of SPEC 3, checked once after the tiers are merged. Validators return
+# an error message, or None when the value is acceptable.
 
 def _v_int(minimum: int) -> Callable[[object], Optional[str]]:
     def check(value: object) -> Optional[str]:
@@ -719,39 +1060,40 @@ PROCEDURE_SCHEMA = {
 }
 
 
-def validate_config(config: Config) -> List[tuple]:
-    """Every problem of the merged configuration, each as a ConfigError problem tuple."""
-    problems: List[tuple] = []
+def dotted(key_path: Sequence[object]) -> str:
+    """('procedures', 'build', 'observe', 1) -> procedures.build.observe[1]"""
+    text = ""
+    for part in key_path:
+        text += "[%d]" % part if isinstance(part, int) else ("." if text else "") + str(part)
+    return text
 
-    def report(key: str, message: str) -> None:
-        tier, path = config.provenance.get(key, (TIER_BUILTIN, None))
-        problems.append((path or "<built-in>", None, None, "%s: %s" % (key, message), None))
 
-    data = config.data
+def validate_config(data: dict, report: Callable[[tuple, str], None]) -> None:
+    """Check the merged data against the schema; report(key_path, message) per problem."""
+    sections = ("loop", "ai_cmd_aliases", "procedures")
     for key in data:
-        if key not in ("loop", "ai_cmd_aliases", "procedures"):
-            report(key, "unknown key%s" % did_you_mean(key, ("loop", "ai_cmd_aliases", "procedures")))
-    sections = {"loop": dict, "ai_cmd_aliases": dict, "procedures": dict}
-    for key, kind in sections.items():
-        if key in data and not isinstance(data[key], kind):
-            report(key, "must be a mapping, not %s" % _type_name(data[key]))
-    loop = data.get("loop", {}) if isinstance(data.get("loop"), dict) else {}
+        if key not in sections:
+            report((key,), "unknown key%s" % did_you_mean(key, sections))
+    for key in sections:
+        if key in data and not isinstance(data[key], dict):
+            report((key,), "must be a mapping, not %s" % _type_name(data[key]))
+    loop = data.get("loop") if isinstance(data.get("loop"), dict) else {}
     for key, value in loop.items():
         check = LOOP_SCHEMA.get(key)
         if check is None:
-            report("loop." + key, "unknown key%s" % did_you_mean(key, LOOP_SCHEMA))
+            report(("loop", key), "unknown key%s" % did_you_mean(key, LOOP_SCHEMA))
         else:
             problem = check(value)
             if problem:
-                report("loop." + key, problem)
-    aliases = data.get("ai_cmd_aliases", {}) if isinstance(data.get("ai_cmd_aliases"), dict) else {}
+                report(("loop", key), problem)
+    aliases = data.get("ai_cmd_aliases") if isinstance(data.get("ai_cmd_aliases"), dict) else {}
     for name, command in aliases.items():
-        problem = _v_command(command) if command is not None else None
+        problem = _v_command(command)
         if problem:
-            report("ai_cmd_aliases." + name, problem)
-    procedures = data.get("procedures", {}) if isinstance(data.get("procedures"), dict) else {}
+            report(("ai_cmd_aliases", name), problem)
+    procedures = data.get("procedures") if isinstance(data.get("procedures"), dict) else {}
     for name, procedure in procedures.items():
-        where = "procedures." + name
+        where = ("procedures", name)
         if name in RESERVED_WORDS:
             report(where, "'%s' is a command and cannot name a procedure" % name)
         if not isinstance(procedure, dict):
@@ -759,21 +1101,448 @@ def validate_config(config: Config) -> List[tuple]:
             continue
         for key, value in procedure.items():
             if key in PHASES:
-                continue  # checked while the file's paths were resolved
+                continue  # checked when the file's fragment paths were resolved
             check = PROCEDURE_SCHEMA.get(key)
             if check is None:
-                report("%s.%s" % (where, key), "unknown key%s" % did_you_mean(
+                report(where + (key,), "unknown key%s" % did_you_mean(
                     key, list(PROCEDURE_SCHEMA) + list(PHASES)))
             else:
                 problem = check(value)
                 if problem:
-                    report("%s.%s" % (where, key), problem)
-        for phase in PHASES:
-            if not procedure.get(phase):
-                report("%s.%s" % (where, phase), "missing: every procedure needs the four phases"
-                       " observe, orient, decide and act")
-    return problems
+                    report(where + (key,), problem)
+        missing = [phase for phase in PHASES if not procedure.get(phase)]
+        if missing:
+            report(where, "missing %s: every procedure needs the four phases observe, orient,"
+                   " decide and act" % ", ".join(missing))
 
+
+# ----------------------------------------------------------------------
+# 6. Configuration tiers
+# ----------------------------------------------------------------------
+# Tiers, lowest first (SPEC 3): built-in (BUILTIN_LOOP, PRESETS) -> shipped
+# (rooda-config.json beside rooda.py) -> global -> workspace (./rooda-config.* or
+# --config) -> env (ROODA_LOOP_*) -> flag (the command line, applied when a run is
+# planned). Mappings are deep-merged key by key, lists replaced, null unsets (the
+# key falls back to its built-in default). Relative paths are resolved against the
+# file that names them before merging, so where a value came from never changes its
+# meaning; provenance is kept per key for `config` and for error messages.
+
+TIER_BUILTIN = "built-in"
+TIER_SHIPPED = "shipped"
+TIER_GLOBAL = "global"
+TIER_WORKSPACE = "workspace"
+TIER_ENV = "env"
+TIER_FLAG = "flag"
+# Prefix of the environment variables of the env tier.
+ENV_PREFIX = "ROODA_LOOP_"
+
+
+class Config(Record):
+    """The merged configuration.
+
+    `provenance` maps key paths (tuples) to (tier, file, line, column) of the value in
+    force; `sources` keeps each file's lines for carets; `files` lists (tier, file).
+    """
+
+    __slots__ = ("data", "provenance", "sources", "files")
+
+    def loop(self, key: str) -> object:
+        """A loop setting, falling back to the built-in default when a tier unset it."""
+        return self.data.get("loop", {}).get(key, BUILTIN_LOOP.get(key))
+
+    def procedure(self, name: str) -> dict:
+        """A procedure's settings, or a UsageError that proposes the closest name."""
+        procedures = self.data.get("procedures", {})
+        if name not in procedures:
+            hint = did_you_mean(name, procedures)
+            if not hint and procedures:
+                hint = " (see 'python3 rooda.py list')"
+            raise UsageError("unknown procedure '%s'%s" % (name, hint))
+        return procedures[name]
+
+    def origin(self, key_path: tuple) -> Tuple[str, Optional[str], Optional[int], Optional[int]]:
+        """(tier, file, line, col) of a key, or of its nearest ancestor that has one."""
+        path = tuple(key_path)
+        while path:
+            if path in self.provenance:
+                return self.provenance[path]
+            path = path[:-1]
+        return (TIER_BUILTIN, None, None, None)
+
+    def where(self, key_path: tuple) -> Tuple[str, Optional[str]]:
+        """(tier, `file:line`) of a key's value, for people."""
+        tier, path, line, _ = self.origin(key_path)
+        return tier, ("%s:%d" % (path, line) if path and line else path)
+
+    def problem(self, key_path: tuple, message: str) -> tuple:
+        """A ConfigError problem located at the key: `file:line:col: key.path: message`."""
+        tier, path, line, col = self.origin(key_path)
+        lines = self.sources.get(path) if path else None
+        source = lines[line - 1] if lines and line and line <= len(lines) else None
+        return (path or "<%s>" % tier, line, col, "%s: %s" % (dotted(key_path), message), source)
+
+
+def _json_positions(text: str) -> Dict[tuple, Tuple[int, int]]:
+    """(line, col) of every key and list item of a valid JSON text, by key path."""
+    import bisect
+    import json
+    import re
+
+    starts = [0] + [match.end() for match in re.finditer("\n", text)]
+    positions: Dict[tuple, Tuple[int, int]] = {}
+    stack: List[list] = []  # [kind, path, current key or index, expecting a key]
+
+    def where(offset: int) -> Tuple[int, int]:
+        line = bisect.bisect_right(starts, offset)
+        return line, offset - starts[line - 1] + 1
+
+    def child_path() -> tuple:
+        if not stack:
+            return ()
+        kind, path, current, _ = stack[-1]
+        return path + (current,)
+
+    for match in re.finditer(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+', text):
+        token = match.group()
+        top = stack[-1] if stack else None
+        if top is not None and top[0] == "array" and token not in ("]", ","):
+            positions[top[1] + (top[2],)] = where(match.start())
+        if token in ("{", "["):
+            stack.append(["object" if token == "{" else "array", child_path(), 0 if token == "[" else None, True])
+        elif token in ("}", "]"):
+            stack.pop()
+        elif token == ",":
+            if top[0] == "object":
+                top[3] = True
+            else:
+                top[2] += 1
+        elif token == ":":
+            top[3] = False
+        elif top is not None and top[0] == "object" and top[3] and token.startswith('"'):
+            top[2] = json.loads(token)
+            positions[top[1] + (top[2],)] = where(match.start())
+    return positions
+
+
+def read_config_file(path: str, shown: str) -> Tuple[dict, Dict[tuple, Tuple[int, int]], List[str]]:
+    """A config file's data, the positions of its keys, and its lines (for carets)."""
+    try:
+        with open(path, "rb") as stream:
+            raw = stream.read()
+    except OSError as exc:
+        raise ConfigError("cannot read config file: %s" % (exc.strerror or exc), shown) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError("not valid UTF-8 (byte 0x%02x)" % raw[exc.start], shown, line,
+                          exc.start - raw.rfind(b"\n", 0, exc.start)) from None
+    return parse_config_text(text, shown, path.endswith((".yml", ".yaml")))
+
+
+def parse_config_text(text: str, shown: str, is_yaml: bool
+                      ) -> Tuple[dict, Dict[tuple, Tuple[int, int]], List[str]]:
+    """Config text (JSON, or the YAML subset) as a mapping, its key positions and lines."""
+    import json
+
+    lines = text.splitlines()
+    if is_yaml:
+        parser = YamlSubsetParser(text, shown)
+        data = parser.parse()
+        positions = parser.positions
+    else:
+        def reject_duplicates(pairs: List[Tuple[str, object]]) -> dict:
+            result: dict = {}
+            for key, value in pairs:
+                if key in result:
+                    raise ConfigError("duplicate key '%s'" % key, shown)
+                result[key] = value
+            return result
+
+        try:
+            data = json.loads(text, object_pairs_hook=reject_duplicates) if text.strip() else None
+        except json.JSONDecodeError as exc:
+            source = lines[exc.lineno - 1] if exc.lineno <= len(lines) else ""
+            message = exc.msg[0].lower() + exc.msg[1:]
+            raise ConfigError(message, shown, exc.lineno, exc.colno, source) from None
+        except RecursionError:
+            raise ConfigError("nested too deeply", shown) from None
+        positions = _json_positions(text)
+    if data is None:
+        data = {}  # an empty file configures nothing
+    if not isinstance(data, dict):
+        raise ConfigError("the top level must be a mapping, not %s" % _type_name(data), shown,
+                          1, 1, lines[0] if lines else None)
+    return data, positions, lines
+
+
+def _find_config(directory: str) -> Optional[str]:
+    """The config file in a directory, None without one; two of them are ambiguous."""
+    found = [name for name in CONFIG_NAMES if os.path.isfile(os.path.join(directory, name))]
+    if len(found) > 1:
+        raise ConfigError("ambiguous configuration: both %s exist; keep one"
+                          % " and ".join(found), os.path.join(directory, found[0]))
+    return os.path.join(directory, found[0]) if found else None
+
+
+def global_config_dir(environ: Dict[str, str]) -> str:
+    """$ROODA_CONFIG_HOME, else $XDG_CONFIG_HOME/rooda, else ~/.config/rooda
+    (%APPDATA%\\rooda on Windows)."""
+    if environ.get("ROODA_CONFIG_HOME"):
+        return environ["ROODA_CONFIG_HOME"]
+    if os.name == "nt" and environ.get("APPDATA"):
+        return os.path.join(environ["APPDATA"], "rooda")
+    if environ.get("XDG_CONFIG_HOME"):
+        return os.path.join(environ["XDG_CONFIG_HOME"], "rooda")
+    return os.path.join(os.path.expanduser("~"), ".config", "rooda")
+
+
+def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callable) -> object:
+    """A phase value in its canonical form: a list of {path} / {content} fragments.
+
+    Accepts a bare path (the Go rooda's v0.1 form), a list of paths, and a list of
+    {path, parameters} / {content} items. Relative paths resolve against `base`, the
+    directory of the file that names them; `builtin:X` names prompts/X beside rooda.py.
+    """
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        report(key_path, "needs at least one fragment")
+    fragments = []
+    for index, item in enumerate(items):
+        where = key_path + (index,) if isinstance(value, list) else key_path
+        if isinstance(item, str):
+            item = {"path": item}
+        if not isinstance(item, dict):
+            report(where, "must be a path or a mapping with 'path' or 'content', not %s"
+                   % _type_name(item))
+            continue
+        for key in item:
+            if key not in ("path", "content", "parameters"):
+                report(where + (key,), "unknown key%s" % did_you_mean(
+                    key, ("path", "content", "parameters")))
+        if ("path" in item) == ("content" in item):
+            report(where, "needs exactly one of 'path' and 'content'")
+            continue
+        fragment: dict = {}
+        if "path" in item:
+            target = item["path"]
+            if not isinstance(target, str) or not target.strip():
+                report(where + ("path",), "must be a non-empty string")
+                continue
+            fragment["path"] = _resolve_fragment_path(target, base)
+        else:
+            if not isinstance(item["content"], str):
+                report(where + ("content",), "must be a string, not %s" % _type_name(item["content"]))
+                continue
+            fragment["content"] = item["content"]
+        parameters = item.get("parameters")
+        if parameters is not None:
+            if not isinstance(parameters, dict) or not all(
+                    isinstance(v, (str, int, float, bool)) for v in parameters.values()):
+                report(where + ("parameters",), "must be a mapping of names to scalar values")
+                continue
+            fragment["parameters"] = {str(k): _scalar_text(v) for k, v in parameters.items()}
+        fragments.append(fragment)
+    return fragments
+
+
+def _resolve_fragment_path(target: str, base: str) -> str:
+    if target.startswith("builtin:"):
+        name = target[len("builtin:"):].lstrip("/")
+        for prefix in ("prompts/", "fragments/"):
+            if name.startswith(prefix):
+                name = name[len(prefix):]
+        return os.path.join(ROODA_DIR, "prompts", name)
+    return os.path.normpath(os.path.join(base, os.path.expanduser(target)))
+
+
+def _prepare_layer(raw: dict, base: str, report: Callable) -> dict:
+    """One file's data with its relative paths resolved against `base` (its directory)."""
+    layer = dict(raw)
+    loop = layer.get("loop")
+    if isinstance(loop, dict) and isinstance(loop.get("log_dir"), str):
+        loop = dict(loop)
+        loop["log_dir"] = os.path.normpath(os.path.join(base, os.path.expanduser(loop["log_dir"])))
+        layer["loop"] = loop
+    procedures = layer.get("procedures")
+    if isinstance(procedures, dict):
+        resolved = {}
+        for name, procedure in procedures.items():
+            if isinstance(procedure, dict):
+                procedure = dict(procedure)
+                for phase in PHASES:
+                    if procedure.get(phase) is not None:
+                        procedure[phase] = _resolve_fragments(
+                            procedure[phase], base, ("procedures", name, phase), report)
+            resolved[name] = procedure
+        layer["procedures"] = resolved
+    return layer
+
+
+def _env_layer(environ: Dict[str, str], report: Callable) -> dict:
+    """The env tier: ROODA_LOOP_<KEY> for each scalar loop setting."""
+    import re
+
+    loop = {}
+    scalars = [key for key in LOOP_SCHEMA if key not in ("env", "signals")]
+    for name, raw in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        key = name[len(ENV_PREFIX):].lower()
+        if key not in scalars:
+            near = closest(key, scalars)
+            report(("loop", key), "%s is not a loop setting%s" % (
+                name, "; did you mean %s%s?" % (ENV_PREFIX, near.upper()) if near else ""))
+            continue
+        text = raw.strip()
+        if text in ("", "null"):
+            value: object = None
+        elif text.lower() in ("true", "false"):
+            value = text.lower() == "true"
+        elif key in ("show_ai_output", "feedback") and text in ("1", "0"):
+            value = text == "1"
+        elif re.fullmatch(r"[-+]?[0-9]+", text):
+            value = int(text)
+        elif re.fullmatch(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text):
+            value = float(text)
+        else:
+            value = text
+        loop[key] = value
+    return {"loop": loop} if loop else {}
+
+
+def _merge(into: dict, layer: dict, origin: Callable[[tuple], tuple], provenance: dict,
+           prefix: tuple = ()) -> None:
+    """Deep-merge `layer` into `into`: mappings key by key, lists replaced, null unsets."""
+    for key, value in layer.items():
+        path = prefix + (key,)
+        if value is None:
+            into.pop(key, None)
+            _forget(provenance, path)
+            provenance[path] = origin(path)
+        elif isinstance(value, dict) and isinstance(into.get(key), dict):
+            if path not in provenance:
+                provenance[path] = origin(path)
+            _merge(into[key], value, origin, provenance, path)
+        else:
+            into[key] = _copy(value)
+            _forget(provenance, path)
+            provenance[path] = origin(path)
+            if isinstance(value, dict):
+                _record_children(value, path, origin, provenance)
+
+
+def _forget(provenance: dict, path: tuple) -> None:
+    for stale in [p for p in provenance if p[:len(path)] == path and len(p) > len(path)]:
+        del provenance[stale]
+
+
+def _record_children(value: dict, path: tuple, origin: Callable, provenance: dict) -> None:
+    """Provenance for the keys inside a mapping that arrived whole (lists stay one value)."""
+    for key, child in value.items():
+        provenance[path + (key,)] = origin(path + (key,))
+        if isinstance(child, dict):
+            _record_children(child, path + (key,), origin, provenance)
+
+
+def _copy(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _display_path(path: str, cwd: str) -> str:
+    """A path as short as it can be said: relative to cwd when below it."""
+    relative = os.path.relpath(path, cwd)
+    return path if relative.startswith("..") else relative
+
+
+def config_files(config_path: Optional[str], cwd: str, environ: Dict[str, str]) -> List[Tuple[str, str]]:
+    """The config files in tier order: [(tier, absolute path)], each loaded once."""
+    found: List[Tuple[str, str]] = []
+    if os.path.isfile(SHIPPED_CONFIG):
+        found.append((TIER_SHIPPED, SHIPPED_CONFIG))
+    global_dir = global_config_dir(environ)
+    if os.path.isdir(global_dir):
+        global_file = _find_config(global_dir)
+        if global_file:
+            found.append((TIER_GLOBAL, global_file))
+    if config_path is not None:
+        workspace: Optional[str] = os.path.join(cwd, os.path.expanduser(config_path))
+        if not os.path.exists(workspace):
+            raise ConfigError("config file not found", config_path)
+        if os.path.isdir(workspace):
+            raise ConfigError("config path is a directory, not a file", config_path)
+    else:
+        workspace = _find_config(cwd)
+    if workspace is not None:
+        found.append((TIER_WORKSPACE, workspace))
+    unique: List[Tuple[str, str]] = []
+    for tier, path in found:  # the same file in two tiers is loaded once, as the lower
+        if not any(os.path.samefile(path, seen) for _, seen in unique):
+            unique.append((tier, path))
+    return unique
+
+
+def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
+                environ: Optional[Dict[str, str]] = None) -> Config:
+    """Load and merge the tiers below `flag`, then validate the result once.
+
+    `config_path` is the workspace file (--config); without it ./rooda-config.json
+    (or .yml / .yaml) in `cwd` is used when present. All problems are raised together.
+    """
+    cwd = cwd or os.getcwd()
+    environ = os.environ if environ is None else environ
+    data: dict = {}
+    provenance: dict = {}
+    sources: Dict[str, List[str]] = {}
+    files: List[Tuple[str, str]] = []
+    problems: list = []
+    builtin = {"loop": _copy(BUILTIN_LOOP),
+               "ai_cmd_aliases": {name: command for name, (command, _) in PRESETS.items()},
+               "procedures": {}}
+    _merge(data, builtin, lambda path: (TIER_BUILTIN, None, None, None), provenance)
+
+    for tier, path in config_files(config_path, cwd, environ):
+        shown = _display_path(path, cwd)
+        raw, positions, lines = read_config_file(path, shown)
+        sources[shown] = lines
+
+        def origin(key_path: tuple, tier: str = tier, shown: str = shown,
+                   positions: dict = positions) -> tuple:
+            line, col = positions.get(key_path, (None, None))
+            return (tier, shown, line, col)
+
+        def report(key_path: tuple, message: str, origin: Callable = origin,
+                   shown: str = shown, lines: List[str] = lines) -> None:
+            _, _, line, col = origin(key_path)
+            source = lines[line - 1] if line and line <= len(lines) else None
+            problems.append((shown, line, col, "%s: %s" % (dotted(key_path), message), source))
+
+        layer = _prepare_layer(raw, os.path.dirname(path), report)
+        _merge(data, layer, origin, provenance)
+        files.append((tier, shown))
+
+    def env_origin(key_path: tuple) -> tuple:
+        return (TIER_ENV, ENV_PREFIX + str(key_path[-1]).upper() if len(key_path) > 1 else "environment",
+                None, None)
+
+    def env_report(key_path: tuple, message: str) -> None:
+        problems.append(("environment", None, None, message, None))
+
+    _merge(data, _env_layer(environ, env_report), env_origin, provenance)
+    config = Config(data=data, provenance=provenance, sources=sources, files=files)
+    validate_config(data, lambda key_path, message: problems.append(config.problem(key_path, message)))
+    if problems:
+        raise ConfigError.collect(problems)
+    return config
+
+
+# ----------------------------------------------------------------------
+# 7. Agent command
+# ----------------------------------------------------------------------
 
 class AgentCommand(Record):
     """The agent to run: its command (a template with {prompt_file} / {prompt}) and origin."""
@@ -863,7 +1632,7 @@ def check_agent_program(agent: AgentCommand) -> None:
 
 
 # ----------------------------------------------------------------------
-# 5. Prompt assembly
+# 8. Prompt assembly
 # ----------------------------------------------------------------------
 
 def _apply_parameters(text: str, parameters: Dict[str, str], where: str) -> str:
@@ -928,7 +1697,7 @@ def describe_previous(iteration: int, outcome: str, exit_code: int, tail: bytes,
 
 
 # ----------------------------------------------------------------------
-# 6. Agent process
+# 9. Agent process
 # ----------------------------------------------------------------------
 # One selector loop (the shape of CPython's subprocess._communicate): the prompt is
 # written to the agent's stdin as the pipe accepts it while stdout and stderr are
@@ -1466,7 +2235,7 @@ def _communicate(proc, prompt_bytes, scanner, on_stdout, on_stderr, guard, itera
 
 
 # ----------------------------------------------------------------------
-# 7. Progress lines
+# 10. Progress lines
 # ----------------------------------------------------------------------
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
@@ -1559,7 +2328,7 @@ class PassThrough:
 
 
 # ----------------------------------------------------------------------
-# 8. The loop
+# 11. The loop
 # ----------------------------------------------------------------------
 
 class RunPlan(Record):
@@ -1568,7 +2337,7 @@ class RunPlan(Record):
     __slots__ = ("procedure", "fragments", "context", "max_iterations", "failure_threshold",
                  "iteration_timeout", "idle_timeout", "max_time", "delay", "backoff",
                  "kill_grace", "feedback", "max_output_buffer", "signals", "agent", "env",
-                 "verbosity", "color", "cwd")
+                 "verbosity", "color", "cwd", "sources")
 
 
 class IterationRecord(Record):
@@ -1739,7 +2508,7 @@ def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
 
 
 # ----------------------------------------------------------------------
-# 9. Command line
+# 12. Command line
 # ----------------------------------------------------------------------
 
 HELP = """\
@@ -1799,6 +2568,7 @@ OPTIONS = {
     "--timeout": ("timeout", "value"), "--idle-timeout": ("idle_timeout", "value"),
     "--max-time": ("max_time", "value"), "--delay": ("delay", "value"),
     "--color": ("color", "value"),
+    "--json": ("json", "flag"),
     "--help": ("help", "flag"), "-h": ("help", "flag"),
     "--version": ("version", "flag"), "-V": ("version", "flag"),
 }
@@ -1812,7 +2582,7 @@ class Options:
         self.words: List[str] = []
         self.max_iterations: Optional[str] = None
         self.unlimited = self.dry_run = self.verbose = self.quiet = False
-        self.help = self.version = False
+        self.help = self.version = self.json = False
         self.context: List[str] = []
         self.ai_cmd = self.ai_cmd_alias = self.config = None
         self.observe = self.orient = self.decide = self.act = None
@@ -1895,24 +2665,29 @@ def _parse_number(text: Optional[str], what: str, minimum: float, inclusive: boo
     return value
 
 
-def resolve_max_iterations(options: Options, positional: Optional[str], procedure: dict,
-                           config: Config) -> Optional[int]:
+def resolve_max_iterations(options: Options, positional: Optional[str], procedure_name: str,
+                           config: Config) -> Tuple[Optional[int], Tuple[str, Optional[str]]]:
     """SPEC 2's precedence: --max-iterations > --unlimited > positional > the procedure's
-    default (or iteration_mode) > loop's default (or iteration_mode) > 5. 0 is unlimited."""
+    default (or iteration_mode) > loop's default (or iteration_mode) > 5. 0 is unlimited.
+    Returns the cap (None: unlimited) and where it came from."""
+    procedure = config.procedure(procedure_name)
+    own = ("procedures", procedure_name)
     if options.max_iterations is not None:
-        return _parse_count(options.max_iterations, "--max-iterations") or None
+        return _parse_count(options.max_iterations, "--max-iterations") or None, \
+            (TIER_FLAG, "--max-iterations")
     if options.unlimited:
-        return None
+        return None, (TIER_FLAG, "--unlimited")
     if positional is not None:
-        return _parse_count(positional, "max_iterations") or None
+        return _parse_count(positional, "max_iterations") or None, (TIER_FLAG, "max_iterations")
     if procedure.get("iteration_mode") == "unlimited":
-        return None
+        return None, config.where(own + ("iteration_mode",))
     if procedure.get("default_max_iterations") is not None:
-        return procedure["default_max_iterations"]
+        return procedure["default_max_iterations"], config.where(own + ("default_max_iterations",))
     if procedure.get("iteration_mode") != "max-iterations" and \
             config.loop("iteration_mode") == "unlimited":
-        return None
-    return config.loop("default_max_iterations") or DEFAULT_MAX_ITERATIONS
+        return None, config.where(("loop", "iteration_mode"))
+    return config.loop("default_max_iterations") or DEFAULT_MAX_ITERATIONS, \
+        config.where(("loop", "default_max_iterations"))
 
 
 def _read_context(values: Sequence[str], cwd: str) -> List[str]:
@@ -1943,64 +2718,97 @@ def _use_color(option: str, stream: object) -> bool:
 
 def plan_run(options: Options, config: Config, procedure_name: str,
              positional: Optional[str]) -> RunPlan:
-    """Resolve everything a run needs; flags beat the procedure, which beats the loop."""
+    """Resolve everything a run needs, and where each setting came from (`sources`):
+    flags beat the procedure's own setting, which beats the loop setting of any tier."""
     procedure = config.procedure(procedure_name)
     cwd = os.getcwd()
     if options.verbose and options.quiet:
         raise UsageError("--verbose and --quiet exclude each other")
+    sources: Dict[str, Tuple[str, Optional[str]]] = {}
 
-    def setting(key: str, flag_value: object = None) -> object:
+    def setting(key: str, flag_value: object = None, flag: str = "",
+                procedure_may_set: bool = True) -> object:
         if flag_value is not None:
+            sources[key] = (TIER_FLAG, flag)
             return flag_value
-        if procedure.get(key) is not None:
+        if procedure_may_set and procedure.get(key) is not None:
+            sources[key] = config.where(("procedures", procedure_name, key))
             return procedure[key]
+        sources[key] = config.where(("loop", key))
         return config.loop(key)
 
     fragments = {}
     for phase in PHASES:
         override = getattr(options, phase)
-        fragments[phase] = ([{"path": os.path.join(cwd, override)}] if override
-                            else procedure[phase])
-    if options.verbose:
-        verbosity = VERBOSE
-    elif options.quiet:
-        verbosity = QUIET
-    elif config.loop("show_ai_output") or config.loop("log_level") == "debug":
-        verbosity = VERBOSE
-    elif config.loop("log_level") in ("warn", "error"):
-        verbosity = QUIET
+        if override:
+            fragments[phase] = [{"path": os.path.join(cwd, override)}]
+            sources[phase] = (TIER_FLAG, "--" + phase)
+        else:
+            fragments[phase] = procedure[phase]
+            sources[phase] = config.where(("procedures", procedure_name, phase))
+    if options.verbose or options.quiet:
+        verbosity = VERBOSE if options.verbose else QUIET
+        sources["verbosity"] = (TIER_FLAG, "--verbose" if options.verbose else "--quiet")
     else:
-        verbosity = NORMAL
+        level = config.loop("log_level")
+        verbosity = VERBOSE if config.loop("show_ai_output") or level == "debug" else \
+            QUIET if level in ("warn", "error") else NORMAL
+        sources["verbosity"] = config.where(("loop", "show_ai_output" if config.loop("show_ai_output")
+                                             else "log_level"))
     signals = dict(BUILTIN_LOOP["signals"])
     signals.update(config.loop("signals") or {})
     env = {}
     for scope in (config.loop("env") or {}, procedure.get("env") or {}):
         env.update({name: _scalar_text(value) for name, value in scope.items()})
+    max_iterations, sources["max_iterations"] = resolve_max_iterations(
+        options, positional, procedure_name, config)
+    agent = resolve_agent(config, procedure_name, options.ai_cmd, options.ai_cmd_alias)
+    sources["agent"] = _agent_origin(config, procedure_name, agent)
     return RunPlan(
         procedure=procedure_name,
         fragments=fragments,
         context=_read_context(options.context, cwd),
-        max_iterations=resolve_max_iterations(options, positional, procedure, config),
+        max_iterations=max_iterations,
         failure_threshold=int(setting("failure_threshold", _parse_number(
-            options.failure_threshold, "--failure-threshold", 1, True, whole=True))),
+            options.failure_threshold, "--failure-threshold", 1, True, whole=True),
+            "--failure-threshold")),
         iteration_timeout=setting("iteration_timeout", _parse_number(
-            options.timeout, "--timeout", 0, False)),
+            options.timeout, "--timeout", 0, False), "--timeout"),
         idle_timeout=setting("idle_timeout", _parse_number(
-            options.idle_timeout, "--idle-timeout", 0, False)),
-        max_time=setting("max_time", _parse_number(options.max_time, "--max-time", 0, False)),
-        delay=_parse_number(options.delay, "--delay", 0, True) if options.delay is not None
-        else config.loop("delay"),
-        backoff=config.loop("backoff"),
-        kill_grace=config.loop("kill_grace"),
-        feedback=config.loop("feedback"),
-        max_output_buffer=config.loop("max_output_buffer"),
+            options.idle_timeout, "--idle-timeout", 0, False), "--idle-timeout"),
+        max_time=setting("max_time", _parse_number(options.max_time, "--max-time", 0, False),
+                         "--max-time"),
+        delay=setting("delay", _parse_number(options.delay, "--delay", 0, True), "--delay",
+                      procedure_may_set=False),
+        backoff=setting("backoff", procedure_may_set=False),
+        kill_grace=setting("kill_grace", procedure_may_set=False),
+        feedback=setting("feedback", procedure_may_set=False),
+        max_output_buffer=setting("max_output_buffer", procedure_may_set=False),
         signals=signals,
-        agent=resolve_agent(config, procedure_name, options.ai_cmd, options.ai_cmd_alias),
+        agent=agent,
         env=env,
         verbosity=verbosity,
         color=_use_color(options.color, sys.stderr),
         cwd=cwd,
+        sources=sources,
     )
+
+
+def _agent_origin(config: Config, procedure_name: str,
+                  agent: Optional[AgentCommand]) -> Tuple[str, Optional[str]]:
+    """Where the agent command came from, as (tier, file) like any other setting."""
+    if agent is None:
+        return (TIER_BUILTIN, None)
+    origin = agent.source
+    for flag in ("--ai-cmd-alias", "--ai-cmd"):
+        if origin.endswith(flag):
+            return (TIER_FLAG, flag)
+    for key in ("ai_cmd_alias", "ai_cmd"):
+        if origin.endswith("procedure %s %s" % (procedure_name, key)):
+            return config.where(("procedures", procedure_name, key))
+        if origin.endswith("loop." + key):
+            return config.where(("loop", key))
+    return (TIER_BUILTIN, "found on PATH")
 
 
 def write_stdout(text: str) -> None:
@@ -2052,6 +2860,92 @@ def command_run(options: Options, procedure_name: str, positional: Optional[str]
     return EXIT_CODES[state.status]
 
 
+def _leaves(value: object, path: tuple = ()) -> Iterable[Tuple[tuple, object]]:
+    """The settings of a config tree: scalars, lists and empty mappings, by key path."""
+    if isinstance(value, dict) and value:
+        for key, child in value.items():
+            for leaf in _leaves(child, path + (key,)):
+                yield leaf
+    else:
+        yield path, value
+
+
+def _plain_fragments(fragments: object, cwd: str) -> object:
+    """Fragment lists as their paths (relative to cwd when below it) or inline content."""
+    if not isinstance(fragments, list):
+        return fragments
+    shown = []
+    for fragment in fragments:
+        if isinstance(fragment, dict) and "path" in fragment and len(fragment) == 1:
+            shown.append(_display_path(fragment["path"], cwd))
+        elif isinstance(fragment, dict) and "path" in fragment:
+            shown.append(dict(fragment, path=_display_path(fragment["path"], cwd)))
+        else:
+            shown.append(fragment)
+    return shown
+
+
+def command_config(options: Options, procedure_name: Optional[str]) -> int:
+    """Every resolved setting with the tier and file it came from (SPEC 2 `config`)."""
+    import json
+
+    config = load_config(options.config)
+    cwd = os.getcwd()
+    rows: List[Tuple[str, object, str, Optional[str], Optional[int]]] = []
+
+    def add(key_path: tuple, value: object, label: Optional[str] = None) -> None:
+        tier, path, line, _ = config.origin(key_path)
+        if key_path and key_path[-1] in PHASES:
+            value = _plain_fragments(value, cwd)
+        rows.append((label or dotted(key_path), value, tier, path, line))
+
+    in_use = None
+    if procedure_name is not None:
+        plan = plan_run(options, config, procedure_name, options.words[1] if len(options.words) > 1 else None)
+        in_use = plan.agent.preset if plan.agent is not None else None
+    for key_path, value in _leaves(config.data):
+        if procedure_name is not None:
+            if key_path[0] == "procedures" and key_path[1] != procedure_name:
+                continue
+            if key_path[0] == "ai_cmd_aliases" and key_path[1] != in_use:
+                continue
+        add(key_path, value)
+    for key, default in BUILTIN_LOOP.items():  # unset by a `null`: the default applies
+        if key not in config.data.get("loop", {}):
+            add(("loop", key), default)
+    if procedure_name is not None:
+        values = {
+            "max_iterations": plan.max_iterations, "failure_threshold": plan.failure_threshold,
+            "iteration_timeout": plan.iteration_timeout, "idle_timeout": plan.idle_timeout,
+            "max_time": plan.max_time, "delay": plan.delay, "backoff": plan.backoff,
+            "kill_grace": plan.kill_grace, "feedback": plan.feedback,
+            "max_output_buffer": plan.max_output_buffer,
+            "verbosity": ("quiet", "normal", "verbose")[plan.verbosity],
+            "agent": plan.agent.display() if plan.agent is not None else None,
+        }
+        for phase in PHASES:
+            values[phase] = _plain_fragments(plan.fragments[phase], cwd)
+        for name, value in values.items():
+            tier, where = plan.sources[name]
+            path, _, line = (where or "").rpartition(":") if where and where[-1:].isdigit() else (where, "", "")
+            rows.append(("run." + name, value, tier, path or None, int(line) if line else None))
+
+    if options.json:
+        report = {key: {"value": value, "tier": tier, "file": path}
+                  for key, value, tier, path, _ in rows}
+        write_stdout(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        return 0
+    out = ["files, lowest tier first:"]
+    out += ["  %-9s  %s" % (tier, path) for tier, path in config.files] or ["  (none)"]
+    out.append("")
+    width = max(len(key) for key, *_ in rows)
+    for key, value, tier, path, line in rows:
+        where = "" if not path else "  (%s%s)" % (path, ":%d" % line if line else "")
+        out.append("%-9s  %-*s  %s%s" % (tier, width, key, json.dumps(value, ensure_ascii=False), where))
+    write_stdout("\n".join(out) + "\n")
+    return 0
+
+
 def dispatch(options: Options) -> int:
     if options.version or options.command == "version":
         write_stdout("rooda %s\n" % __version__)
@@ -2063,6 +2957,12 @@ def dispatch(options: Options) -> int:
         write_stdout(HELP)
         return 0
     words = options.words
+    if options.json and options.command != "config":
+        raise UsageError("--json is only for 'config'")
+    if options.command == "config":
+        if len(words) > 2:
+            raise UsageError("unexpected argument '%s' (usage: config [procedure] [--json])" % words[2])
+        return command_config(options, words[0] if words else None)
     if options.command == "run":
         if not words:
             raise UsageError("'run' needs a procedure name, e.g. 'python3 rooda.py run build'")
@@ -2077,7 +2977,7 @@ def dispatch(options: Options) -> int:
 
 
 # ----------------------------------------------------------------------
-# 10. main
+# 13. main
 # ----------------------------------------------------------------------
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -70,6 +70,15 @@ class FakeAgent:
             time.sleep(0.01)
 
 
+@pytest.fixture(autouse=True)
+def isolated_environment(tmp_path_factory, monkeypatch):
+    """No global config or ROODA_LOOP_* of the developer's leaks into a test."""
+    for name in list(os.environ):
+        if name.startswith("ROODA_") or name in ("XDG_CONFIG_HOME", "CLAUDECODE", "NO_COLOR"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("ROODA_CONFIG_HOME", str(tmp_path_factory.mktemp("no-global-config")))
+
+
 @pytest.fixture
 def agent(tmp_path, monkeypatch):
     state = tmp_path / "agent-state"

@@ -166,9 +166,13 @@ def test_config_schema_errors_are_all_reported(workspace, capfd):
                              "procedures": {"list": {}}})
     code, _, err = run_main(capfd, "build", "-d")
     assert code == 2
-    assert "rooda-config.json: loop.failure_treshold: unknown key; did you mean 'failure_threshold'?" in err
-    assert "rooda-config.json: loop.delay: must be >= 0" in err
-    assert "procedures.list: 'list' is a command and cannot name a procedure" in err
+    lines = err.splitlines()
+    assert lines[0] == "rooda-config.json:3:5: loop.failure_treshold: unknown key; did you mean" \
+        " 'failure_threshold'?"
+    assert lines[1:3] == ['      "failure_treshold": 2,', "      ^"]  # indented by 2
+    assert "rooda-config.json:4:5: loop.delay: must be >= 0" in lines
+    assert "rooda-config.json:7:5: procedures.list: 'list' is a command and cannot name a procedure" in lines
+    assert "Traceback" not in err
 
 
 def test_both_json_and_yaml_config_is_ambiguous(workspace, capfd):
