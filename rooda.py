@@ -324,27 +324,7 @@ class Record:
 # ----------------------------------------------------------------------
 # 4. YAML subset loader
 # ----------------------------------------------------------------------
-# rooda reads rooda-config.yml without PyYAML. The subset, line-oriented:
-#
-#   document   one, with an optional leading `---` (and an optional final `...`)
-#   mapping    `key: value` lines at one indentation; a key is plain or quoted
-#   sequence   `- item` lines at one indentation, also at the key's own indentation
-#              (`key:` then `- a`); an item may be a mapping (`- path: x` and more
-#              keys aligned below `path`) or a nested block
-#   flow       `[a, b]` and `{k: v}` on one line, of scalars only
-#   scalars    plain (may continue on more-indented lines, folded with spaces),
-#              'single' ('' is a quote), "double" (escapes \n \t \" \\ \xHH \uHHHH
-#              \UHHHHHHHH \0 \a \b \e \f \r \v \/ \<space> \N \_ \L \P), on one line;
-#              block scalars | |- |+ > >- >+
-#   comments   `#` at the start of a line or after a space
-#   types      YAML 1.2 core schema for plain scalars: null ~ Null NULL and empty;
-#              true/false in three spellings; decimal, 0x and 0o integers; floats
-#              with .inf and .nan. yes/no/on/off stay strings. Keys are strings.
-#
-# Refused by name, with a hint: anchors, aliases, tags, merge keys (<<), multi-line
-# flow collections, nested flow collections, complex keys (?), several documents,
-# directives, indentation indicators. Tabs in indentation and duplicate keys are
-# errors. Every error is a ConfigError at path:line:col.
+# rooda reads rooda-config.yml without PyYAML; load_yaml's docstring is the grammar.
 
 _YAML_UNSUPPORTED = "are not supported by rooda's YAML subset"
 _YAML_ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n",
@@ -889,7 +869,30 @@ class YamlSubsetParser:
 
 
 def load_yaml(text: str, path: str = "<string>") -> object:
-    """Parse a document of rooda's YAML subset; a ConfigError at path:line:col otherwise."""
+    r"""Parse a document of rooda's YAML subset; a ConfigError at path:line:col otherwise.
+
+    The subset, line-oriented:
+
+      document   one, with an optional leading `---` (and an optional final `...`)
+      mapping    `key: value` lines at one indentation; a key is plain or quoted
+      sequence   `- item` lines at one indentation, also at the key's own indentation
+                 (`key:` then `- a`); an item may be a mapping (`- path: x` and more
+                 keys aligned below `path`) or a nested block
+      flow       `[a, b]` and `{k: v}` on one line, of scalars only
+      scalars    plain (may continue on more-indented lines, folded with spaces),
+                 'single' ('' is a quote), "double" (escapes \n \t \" \\ \xHH \uHHHH
+                 \UHHHHHHHH \0 \a \b \e \f \r \v \/ \<space> \N \_ \L \P), on one line;
+                 block scalars | |- |+ > >- >+
+      comments   `#` at the start of a line or after a space
+      types      YAML 1.2 core schema for plain scalars: null ~ Null NULL and empty;
+                 true/false in three spellings; decimal, 0x and 0o integers; floats
+                 with .inf and .nan. yes/no/on/off stay strings. Keys are strings.
+
+    Refused by name, with a hint: anchors, aliases, tags, merge keys (<<), multi-line
+    flow collections, nested flow collections, complex keys (?), several documents,
+    directives, indentation indicators. Tabs in indentation and duplicate keys are
+    errors. Every error is a ConfigError at path:line:col.
+    """
     return YamlSubsetParser(text, path).parse()
 
 
@@ -2514,6 +2517,7 @@ def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
 HELP = """\
 usage: python3 rooda.py <procedure> [max_iterations] [options]
        python3 rooda.py run <procedure> [max_iterations] [options]
+       python3 rooda.py config [<procedure>] [--json]
        python3 rooda.py help | version | --help | --version
 
 Run an AI coding agent in an OODA loop: each iteration pipes a prompt assembled
@@ -2550,6 +2554,7 @@ examples:
   python3 rooda.py plan --dry-run                 # show the prompt, run nothing
   python3 rooda.py build -u -v -c @notes.md       # until done, streaming, with context
   python3 rooda.py build --ai-cmd 'my-agent --yes' --timeout 1800
+  python3 rooda.py config build                   # each setting and where it came from
 """
 
 # Run options: name -> (destination, kind); kind is "flag", "value" or "append".
