@@ -25,10 +25,12 @@ Sections, in this order (each name is defined before it is used):
    7. Agent command
    8. Prompt assembly
    9. Agent process
-  10. Progress lines
-  11. The loop
-  12. Command line
-  13. main
+  10. Gates
+  11. Session logs
+  12. Progress lines
+  13. The loop
+  14. Command line
+  15. main
 """
 from __future__ import annotations
 
@@ -315,6 +317,12 @@ class Record:
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("%s is immutable" % type(self).__name__)
+
+    def replace(self, **changes: object) -> "Record":
+        """A copy with some fields changed."""
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields.update(changes)
+        return type(self)(**fields)
 
     def __repr__(self) -> str:
         inner = ", ".join("%s=%r" % (name, getattr(self, name)) for name in self.__slots__)
@@ -1382,8 +1390,9 @@ def _prepare_layer(raw: dict, base: str, report: Callable) -> dict:
     return layer
 
 
-def _env_layer(environ: Dict[str, str], report: Callable) -> dict:
-    """The env tier: ROODA_LOOP_<KEY> for each scalar loop setting."""
+def _env_layer(environ: Dict[str, str], cwd: str, report: Callable) -> dict:
+    """The env tier: ROODA_LOOP_<KEY> for each scalar loop setting (a relative
+    ROODA_LOOP_LOG_DIR is taken from the current directory, like --log-dir)."""
     import re
 
     loop = {}
@@ -1410,6 +1419,8 @@ def _env_layer(environ: Dict[str, str], report: Callable) -> dict:
             value = float(text)
         else:
             value = text
+        if key == "log_dir" and isinstance(value, str):
+            value = os.path.normpath(os.path.join(cwd, os.path.expanduser(value)))
         loop[key] = value
     return {"loop": loop} if loop else {}
 
@@ -1535,7 +1546,7 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
     def env_report(key_path: tuple, message: str) -> None:
         problems.append(("environment", None, None, message, None))
 
-    _merge(data, _env_layer(environ, env_report), env_origin, provenance)
+    _merge(data, _env_layer(environ, cwd, env_report), env_origin, provenance)
     config = Config(data=data, provenance=provenance, sources=sources, files=files)
     validate_config(data, lambda key_path, message: problems.append(config.problem(key_path, message)))
     if problems:
@@ -2238,7 +2249,297 @@ def _communicate(proc, prompt_bytes, scanner, on_stdout, on_stderr, guard, itera
 
 
 # ----------------------------------------------------------------------
-# 10. Progress lines
+# 10. Gates
+# ----------------------------------------------------------------------
+# The opt-in gates of the Ralph variants (SPEC 6): verify (a quality gate after each
+# iteration), done_when (a queue check before each), requires (paths), stuck
+# detection (same error, no change) and git (commit, push). Gate commands run like the
+# agent -- own session, bounded by gate_timeout, killed on interruption -- through
+# run_agent, so they inherit its streaming, group kill and subreaper sweep. They are
+# trusted like a Makefile: they come from the user's config.
+
+GATE_VERIFY = "verify"
+GATE_DONE_WHEN = "done_when"
+GATE_GIT = "git"
+# Default commit message; {procedure} and {iteration} (1-based) are replaced.
+DEFAULT_COMMIT_MESSAGE = "{procedure}: iteration {iteration}"
+
+
+class Gates(Record):
+    """A run's gate settings (all optional)."""
+
+    __slots__ = ("verify", "done_when", "requires", "requires_hint", "same_error", "no_change",
+                 "commit", "push", "message", "timeout")
+
+    def need_git(self) -> bool:
+        return bool(self.commit or self.push or self.no_change)
+
+
+class GateResult(Record):
+    """One run of a gate command."""
+
+    __slots__ = ("gate", "command", "exit_code", "seconds", "output", "timed_out", "interrupted")
+
+
+def run_gate(gate: str, command: str, *, cwd: str, guard: Optional[SignalGuard], timeout: float,
+             kill_grace: float, on_output: Optional[Callable[[bytes], None]] = None,
+             on_stderr: Optional[Callable[[bytes], None]] = None) -> GateResult:
+    """Run a gate command with `sh -c` in the working directory, stdin empty."""
+    result = run_agent(["sh", "-c", command], "", env=None, cwd=cwd, guard=guard,
+                       on_stdout=on_output, on_stderr=on_stderr or on_output,
+                       iteration_timeout=timeout, kill_grace=kill_grace,
+                       tail_bytes=FEEDBACK_TAIL_BYTES * 4)
+    return GateResult(gate=gate, command=command, exit_code=result.exit_code,
+                      seconds=result.seconds, output=result.tail,
+                      timed_out=result.timed_out is not None, interrupted=result.interrupted)
+
+
+def git_environment() -> Dict[str, str]:
+    """Git that never waits for a person: no prompts, no editor, ssh in batch mode."""
+    env = dict(os.environ)
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["GIT_EDITOR"] = "true"
+    if not env.get("GIT_SSH_COMMAND"):
+        env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"
+    return env
+
+
+def git(args: Sequence[str], cwd: str, timeout: float = 60,
+        env: Optional[Dict[str, str]] = None) -> Tuple[int, str, str]:
+    """(exit code, stdout, stderr) of a short git command; 127 when git is missing."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git"] + list(args), cwd=cwd, env=env or git_environment(),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=timeout)
+    except FileNotFoundError:
+        return 127, "", "git: command not found"
+    except subprocess.TimeoutExpired:
+        return 124, "", "git %s: no answer within %s" % (args[0], format_budget(timeout))
+    return (done.returncode, done.stdout.decode("utf-8", "replace"),
+            done.stderr.decode("utf-8", "replace"))
+
+
+def git_toplevel(cwd: str) -> Optional[str]:
+    """The repository's top directory, or None outside a git work tree."""
+    code, out, _ = git(["rev-parse", "--show-toplevel"], cwd)
+    return out.strip() if code == 0 and out.strip() else None
+
+
+def git_head(cwd: str) -> Optional[str]:
+    """HEAD's commit id, or None (no repository, or no commit yet)."""
+    code, out, _ = git(["rev-parse", "-q", "--verify", "HEAD"], cwd)
+    return out.strip() if code == 0 else None
+
+
+def _excluded_pathspec(top: str, log_dir: Optional[str]) -> List[str]:
+    """Pathspecs for the whole repository without the log directory (never a change)."""
+    specs = [":(top)"]
+    if log_dir:
+        relative = os.path.relpath(os.path.realpath(log_dir), os.path.realpath(top))
+        if not relative.startswith(".."):
+            specs.append(":(top,exclude)%s" % relative.replace(os.sep, "/"))
+    return specs
+
+
+def worktree_state(cwd: str, top: str, log_dir: Optional[str], timeout: float) -> str:
+    """A fingerprint of HEAD and the whole work tree, untracked files included and the
+    log directory excluded: a tree hash built in a temporary copy of the index."""
+    import shutil
+    import tempfile
+
+    head = git_head(cwd) or "-"
+    code, index_path, _ = git(["rev-parse", "--git-path", "index"], cwd)
+    index_path = os.path.join(cwd, index_path.strip())
+    handle, scratch = tempfile.mkstemp(prefix="rooda-index-")
+    os.close(handle)
+    try:
+        if os.path.isfile(index_path):
+            shutil.copyfile(index_path, scratch)  # unchanged files keep their cached hashes
+        else:
+            os.unlink(scratch)
+        env = git_environment()
+        env["GIT_INDEX_FILE"] = scratch
+        code, _, err = git(["add", "-A", "--"] + _excluded_pathspec(top, log_dir), cwd, timeout, env)
+        if code != 0:
+            return "%s:unknown:%s" % (head, err.strip())
+        code, tree, _ = git(["write-tree"], cwd, timeout, env)
+        return "%s:%s" % (head, tree.strip())
+    finally:
+        if os.path.exists(scratch):
+            os.unlink(scratch)
+
+
+def commit_and_push(cwd: str, top: str, gates: Gates, procedure: str, iteration: int,
+                    head_before: Optional[str], log_dir: Optional[str]
+                    ) -> Tuple[Optional[str], List[Tuple[str, int, float]]]:
+    """The git gate after a successful iteration: commit what changed, push new commits.
+
+    Returns (git's own error message or None, [(command, exit code, seconds)] for the log).
+    """
+    ran: List[Tuple[str, int, float]] = []
+
+    def step(args: List[str]) -> Tuple[int, str, str]:
+        started = time.monotonic()
+        code, out, err = git(args, cwd, gates.timeout)
+        ran.append(("git " + " ".join(args), code, time.monotonic() - started))
+        return code, out, err
+
+    def failure(what: str, out: str, err: str) -> str:
+        message = (err.strip() or out.strip()).splitlines()
+        return "%s failed: %s" % (what, " | ".join(message[-3:]) if message else "no message")
+
+    if gates.commit:
+        specs = _excluded_pathspec(top, log_dir)
+        code, out, err = step(["status", "--porcelain", "--"] + specs)
+        if code != 0:
+            return failure("git status", out, err), ran
+        if out.strip():
+            code, out, err = step(["add", "-A", "--"] + specs)
+            if code != 0:
+                return failure("git add", out, err), ran
+            message = (gates.message or DEFAULT_COMMIT_MESSAGE).replace(
+                "{procedure}", procedure).replace("{iteration}", str(iteration))
+            code, out, err = step(["commit", "-q", "-m", message])
+            if code != 0:
+                if "user.name" in err or "user.email" in err or "identity" in err:
+                    err += "\n(set it with: git config user.name 'Your Name' and git config" \
+                           " user.email you@example.com)"
+                return failure("git commit", out, err), ran
+    if gates.push and git_head(cwd) not in (None, head_before):
+        code, upstream, _ = git(["rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}"], cwd)
+        if code == 0 and upstream.strip():
+            code, out, err = step(["push", "-q"])
+        else:
+            code, branch, err = git(["symbolic-ref", "--short", "HEAD"], cwd)
+            code, remotes, _ = git(["remote"], cwd)
+            names = remotes.split()
+            if not names:
+                return "git push failed: the repository has no remote to push to", ran
+            remote = "origin" if "origin" in names else names[0]
+            code, out, err = step(["push", "-q", "-u", remote, "HEAD:refs/heads/%s" % branch.strip()])
+            if code == 0:
+                git(["branch", "-q", "--set-upstream-to=%s/%s" % (remote, branch.strip())], cwd)
+        if code != 0:
+            return failure("git push", out, err), ran
+    return None, ran
+
+
+def error_fingerprint(output: bytes) -> str:
+    """What makes two failures 'the same error': the last 2 KB of output with numbers,
+    hex ids, timestamps and temporary paths masked, blanks collapsed."""
+    import hashlib
+    import re
+    import tempfile
+
+    text = output.decode("utf-8", "replace")
+    text = re.sub(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?(\.\d+)?(Z|[+-]\d\d:?\d\d)?", "<time>", text)
+    text = re.sub(r"\b\d\d?:\d\d(:\d\d)?(\.\d+)?\b", "<time>", text)
+    temp_roots = {tempfile.gettempdir(), "/tmp", "/var/folders", "/private/var/folders"}
+    for root in sorted(temp_roots, key=len, reverse=True):
+        text = re.sub(re.escape(root) + r"[/\\][^\s'\":,)]*", "<tmp>", text)
+    text = re.sub(r"\b0x[0-9a-fA-F]+\b", "<hex>", text)
+    text = re.sub(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}\b", "<hex>", text)
+    text = re.sub(r"\d+(\.\d+)?", "<n>", text)
+    text = re.sub(r"\s+", " ", text).strip()
+    return hashlib.sha256(text[-FEEDBACK_TAIL_BYTES:].encode("utf-8")).hexdigest()
+
+
+def error_excerpt(output: bytes, lines: int = 5) -> List[str]:
+    """The last few non-blank lines of an output, for a person."""
+    text = output.decode("utf-8", "replace")
+    return [line.rstrip()[:200] for line in text.splitlines() if line.strip()][-lines:]
+
+
+# ----------------------------------------------------------------------
+# 11. Session logs
+# ----------------------------------------------------------------------
+# Two files per run (SPEC 8): `.log` for people (seed 002's shape) and `.jsonl` for
+# programs, both opened with O_APPEND and written with one os.write per piece, so
+# each event is on disk as it happens and a run killed with SIGKILL leaves a .jsonl
+# whose every line parses.
+
+RULE = "=" * 80
+THIN_RULE = "-" * 80
+
+
+def iso_time(moment: Optional[float] = None) -> str:
+    """ISO 8601 UTC with milliseconds: 2026-11-22T10:00:00.123Z."""
+    moment = time.time() if moment is None else moment
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment)) + ".%03dZ" % (
+        int(moment * 1000) % 1000)
+
+
+def local_time(moment: Optional[float] = None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
+
+
+class SessionLog:
+    """The .log and .jsonl of one run; every method writes at once."""
+
+    def __init__(self, directory: str, shown_directory: str) -> None:
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise RoodaError("cannot create the log directory %s: %s; choose another with"
+                             " --log-dir, or run with --no-log" % (shown_directory, exc.strerror)) from None
+        stamp = time.strftime("session-%Y%m%d-%H%M%S")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        for attempt in range(1, 1000):
+            base = stamp if attempt == 1 else "%s-%d" % (stamp, attempt)
+            path = os.path.join(directory, base + ".log")
+            try:
+                self.log_fd = os.open(path, flags, 0o600)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise RoodaError("cannot write session logs in %s: %s; choose another directory"
+                                 " with --log-dir, or run with --no-log"
+                                 % (shown_directory, exc.strerror)) from None
+            try:
+                self.jsonl_fd = os.open(os.path.join(directory, base + ".jsonl"), flags, 0o600)
+            except FileExistsError:
+                os.close(self.log_fd)
+                os.unlink(path)
+                continue
+            self.path = path
+            self.shown = os.path.join(shown_directory, base + ".log")
+            return
+        raise RoodaError("cannot find a free session log name in %s" % shown_directory)
+
+    def write(self, data: bytes) -> None:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.log_fd, view):]
+        except OSError:
+            pass  # a full disk must not stop the loop; the agent's work matters more
+
+    def text(self, text: str) -> None:
+        self.write(text.encode("utf-8", "replace"))
+
+    def event(self, name: str, **fields: object) -> None:
+        import json
+
+        record = {"event": name, "time": iso_time()}
+        record.update(fields)
+        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        try:
+            os.write(self.jsonl_fd, line.encode("utf-8", "replace"))
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        for fd in (self.log_fd, self.jsonl_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+# ----------------------------------------------------------------------
+# 12. Progress lines
 # ----------------------------------------------------------------------
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
@@ -2278,6 +2579,14 @@ class Progress:
 
     def error(self, message: str) -> None:
         self._write(self._paint("ERROR:", "31") + " " + message)
+
+    def detail(self, text: str) -> None:
+        """A continuation line under the previous one (no clock), shown even when quiet."""
+        try:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
 
     def outcome(self, outcome: str) -> str:
         code = {SUCCESS: "32", COMPLETED: "32"}.get(outcome, "31")
@@ -2331,26 +2640,31 @@ class PassThrough:
 
 
 # ----------------------------------------------------------------------
-# 11. The loop
+# 13. The loop
 # ----------------------------------------------------------------------
 
 class RunPlan(Record):
-    """Everything a run needs, resolved from the configuration and the command line."""
+    """Everything a run needs, resolved from the configuration and the command line.
+
+    `prompt_file` is set for `prompt <file>` (its text replaces the assembled phases);
+    `log_dir` is None with --no-log; `git_top` is the repository when a gate needs git.
+    """
 
     __slots__ = ("procedure", "fragments", "context", "max_iterations", "failure_threshold",
                  "iteration_timeout", "idle_timeout", "max_time", "delay", "backoff",
                  "kill_grace", "feedback", "max_output_buffer", "signals", "agent", "env",
-                 "verbosity", "color", "cwd", "sources")
+                 "verbosity", "color", "cwd", "sources", "gates", "log_dir", "prompt_file",
+                 "git_top")
 
 
 class IterationRecord(Record):
     """One finished iteration: what the next prompt's PREVIOUS ITERATION section needs."""
 
-    __slots__ = ("iteration", "outcome", "exit_code", "seconds", "tail", "signals")
+    __slots__ = ("iteration", "outcome", "exit_code", "seconds", "tail", "signals", "source")
 
 
 class LoopState:
-    """The loop's mutable state (seed 000's IterationState)."""
+    """The loop's mutable state (seed 000's IterationState, with the gates' counters)."""
 
     def __init__(self, plan: RunPlan) -> None:
         self.iteration = 0                  # iterations finished (0-based inside, 1-based on screen)
@@ -2358,16 +2672,28 @@ class LoopState:
         self.consecutive_failures = 0
         self.failure_threshold = plan.failure_threshold
         self.started = time.monotonic()
+        self.started_wall = time.time()
         self.status = "running"
-        self.reason = ""
+        self.reason = ""                    # why it stopped, in words (log summary, jsonl)
         self.procedure = plan.procedure
         self.durations: List[float] = []
+        self.successes = 0
+        self.failures = 0
         self.previous: Optional[IterationRecord] = None
         self.interrupted_by: Optional[int] = None
         self.interrupted_during: Optional[int] = None
+        self.same_error = 0                 # consecutive failures with one fingerprint
+        self.fingerprint: Optional[str] = None
+        self.unchanged = 0                  # consecutive iterations that changed nothing
+        self.stuck_excerpt: List[str] = []
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def exit_code(self) -> int:
+        if self.status == STATUS_INTERRUPTED:
+            return 128 + (self.interrupted_by or signal.SIGINT)
+        return EXIT_CODES[self.status]
 
 
 def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: Optional[str] = None,
@@ -2396,122 +2722,347 @@ def _agent_env(plan: RunPlan, iteration: int) -> Dict[str, str]:
 
 def build_prompt(plan: RunPlan, previous: Optional[IterationRecord]) -> str:
     """The prompt of the next iteration, with fragments read afresh."""
+    if plan.prompt_file is not None:
+        text = read_text(plan.prompt_file, "prompt file")
+        return ("## CONTEXT\n%s\n\n%s" % ("\n\n".join(plan.context), text)) if plan.context else text
     phases = {phase: read_fragments(plan.fragments[phase], phase) for phase in PHASES}
     feedback = None
     if plan.feedback and previous is not None and previous.outcome in FAILING_OUTCOMES:
         markers = [m for strings in plan.signals.values() for m in strings]
         feedback = describe_previous(previous.iteration, previous.outcome, previous.exit_code,
-                                     previous.tail, "the agent's", markers)
+                                     previous.tail, previous.source, markers)
     return assemble_prompt(phases, plan.context, feedback)
 
 
-def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard) -> LoopState:
-    """Iterate until a stop condition; the returned state says how it ended."""
-    state = LoopState(plan)
-    cap = plan.max_iterations
-    if cap is None:
-        progress.info("Starting procedure: %s (unlimited)" % plan.procedure)
-    else:
-        progress.info("Starting procedure: %s (max %s)" % (plan.procedure, plural(cap, "iteration")))
-    progress.info("Agent: %s (%s)" % (plan.agent.display(), plan.agent.source))
-    stdout_sink = stderr_sink = None
-    if plan.verbosity >= VERBOSE:
-        stdout_sink = PassThrough(sys.stdout, progress, "stdout")
-        stderr_sink = PassThrough(sys.stderr, progress, "stderr")
+def _fragment_names(plan: RunPlan) -> List[str]:
+    if plan.prompt_file is not None:
+        return [_display_path(plan.prompt_file, plan.cwd)]
+    return [_display_path(f["path"], plan.cwd) if "path" in f else "(content)"
+            for phase in PHASES for f in plan.fragments[phase]]
 
-    while True:
-        if guard.signum is not None:
-            state.status, state.interrupted_by = STATUS_INTERRUPTED, guard.signum
-            break
-        # The order of these checks is SPEC 5's: the threshold first, so that with a cap
-        # of 1 and a threshold of 1 a failing iteration aborts.
+
+def _tee(*sinks: Optional[Callable[[bytes], None]]) -> Optional[Callable[[bytes], None]]:
+    """One sink that feeds all the given ones (None for none)."""
+    present = [sink for sink in sinks if sink is not None]
+    if not present:
+        return None
+    if len(present) == 1:
+        return present[0]
+
+    def both(chunk: bytes) -> None:
+        for sink in present:
+            sink(chunk)
+    return both
+
+
+class _Run:
+    """One run of the loop: the plan, its state, and where output goes."""
+
+    def __init__(self, plan: RunPlan, progress: Progress, guard: SignalGuard,
+                 log: Optional[SessionLog]) -> None:
+        self.plan, self.progress, self.guard, self.log = plan, progress, guard, log
+        self.state = LoopState(plan)
+        self.stdout_sink = self.stderr_sink = None
+        if plan.verbosity >= VERBOSE:
+            self.stdout_sink = PassThrough(sys.stdout, progress, "stdout")
+            self.stderr_sink = PassThrough(sys.stderr, progress, "stderr")
+        self.log_sink = log.write if log is not None else None
+
+    def gate(self, gate: str, command: str) -> GateResult:
+        """Run a gate, showing its output in verbose mode and logging it."""
+        plan = self.plan
+        if self.log is not None:
+            self.log.text("--- %s: %s ---\n" % (gate, command))
+        result = run_gate(gate, command, cwd=plan.cwd, guard=self.guard,
+                          timeout=plan.gates.timeout, kill_grace=plan.kill_grace,
+                          on_output=_tee(self.stdout_sink, self.log_sink),
+                          on_stderr=_tee(self.stderr_sink, self.log_sink))
+        self.record_gate(gate, command, result.exit_code, result.seconds)
+        if result.timed_out:
+            self.progress.warn("%s: `%s` did not finish within %s and was stopped"
+                               % (gate, command, format_budget(plan.gates.timeout)))
+        return result
+
+    def record_gate(self, gate: str, command: str, exit_code: int, seconds: float) -> None:
+        if self.log is not None:
+            self.log.text("--- %s exited %d after %s ---\n" % (gate, exit_code, format_duration(seconds)))
+            self.log.event("gate", gate=gate, command=command, exit_code=exit_code,
+                           seconds=round(seconds, 3))
+
+    def stop(self, status: str, reason: str) -> None:
+        self.state.status, self.state.reason = status, reason
+
+    def interrupted(self, signum: int, during: Optional[int]) -> None:
+        self.state.interrupted_by, self.state.interrupted_during = signum, during
+        self.stop(STATUS_INTERRUPTED, "interrupted by %s" % signal_name(signum))
+
+    def before_iteration(self) -> bool:
+        """SPEC 5's checks before an iteration, in order; False when the loop must stop."""
+        plan, state, gates = self.plan, self.state, self.plan.gates
+        if self.guard.signum is not None:
+            self.interrupted(self.guard.signum, None)
+            return False
+        # The threshold first, so that a cap of 1 with a threshold of 1 aborts (seed 000).
         if state.consecutive_failures >= plan.failure_threshold:
-            state.status, state.reason = STATUS_ABORTED, "failure threshold"
-            break
-        if cap is not None and state.iteration >= cap:
-            state.status, state.reason = STATUS_COMPLETED, "max iterations"
-            break
+            self.stop(STATUS_ABORTED, "%d consecutive failures" % state.consecutive_failures)
+            return False
+        if plan.max_iterations is not None and state.iteration >= plan.max_iterations:
+            self.stop(STATUS_COMPLETED, "max iterations")
+            return False
         if plan.max_time is not None and state.elapsed() >= plan.max_time:
-            state.status, state.reason = STATUS_COMPLETED, "time budget"
-            break
+            self.stop(STATUS_COMPLETED, "time budget")
+            return False
+        if gates.done_when:
+            result = self.gate(GATE_DONE_WHEN, gates.done_when)
+            if result.interrupted is not None:
+                self.interrupted(result.interrupted, None)
+                return False
+            if result.exit_code == 0:
+                self.stop(STATUS_COMPLETED, "done_when")
+                return False
+            if result.exit_code != 1:
+                excerpt = error_excerpt(result.output, 3)
+                self.stop(STATUS_ERROR, "done_when command `%s` exited %d (0 means done, 1 means"
+                          " go on)%s" % (gates.done_when, result.exit_code,
+                                         ": " + " | ".join(excerpt) if excerpt else ""))
+                return False
+        missing = [path for path in gates.requires if not os.path.exists(os.path.join(plan.cwd, path))]
+        if missing:
+            self.stop(STATUS_ERROR, "procedure %s requires %s, which %s missing%s" % (
+                plan.procedure, ", ".join(missing), "is" if len(missing) == 1 else "are",
+                "; " + gates.requires_hint if gates.requires_hint else ""))
+            return False
         if state.iteration and plan.delay:
             pause = min(plan.delay * plan.backoff ** state.consecutive_failures, BACKOFF_CAP_SECONDS)
-            guard.wait(pause)
-            if guard.signum is not None:
-                continue
+            self.guard.wait(pause)
+            if self.guard.signum is not None:
+                self.interrupted(self.guard.signum, None)
+                return False
+        return True
 
+    def iteration(self) -> bool:
+        """Run one iteration and its gates; False when the loop must stop."""
+        plan, state, gates, progress, log = self.plan, self.state, self.plan.gates, self.progress, self.log
         number = state.iteration + 1
+        cap = plan.max_iterations
         label = "%d/%d" % (number, cap) if cap is not None else "%d" % number
         prompt = build_prompt(plan, state.previous)
-        if any(PROMPT_TOKEN in part for part in plan.agent.argv) and \
-                len(prompt.encode("utf-8")) > PROMPT_ARG_LIMIT:
+        prompt_bytes = prompt.encode("utf-8")
+        if any(PROMPT_TOKEN in part for part in plan.agent.argv) and len(prompt_bytes) > PROMPT_ARG_LIMIT:
             raise RoodaError("the prompt (%d bytes) is too long to pass as one argument with"
                              " {prompt}; use {prompt_file} in the agent command instead"
-                             % len(prompt.encode("utf-8")))
+                             % len(prompt_bytes))
+        watch_git = plan.git_top is not None
+        head_before = git_head(plan.cwd) if watch_git or (log and os.path.isdir(
+            os.path.join(plan.cwd, ".git"))) else None
+        tree_before = worktree_state(plan.cwd, plan.git_top, plan.log_dir, gates.timeout) \
+            if gates.no_change else None
+        started = time.monotonic()
+        progress.info("Iteration %s starting..." % label)
+        if log is not None:
+            import hashlib
+
+            log.text("%s\nITERATION %d\n%s\nProcedure: %s\nStart Time: %s\n%s\n" % (
+                RULE, number, RULE, plan.procedure, local_time(), THIN_RULE))
+            log.event("iteration_start", iteration=number,
+                      prompt_sha256=hashlib.sha256(prompt_bytes).hexdigest(),
+                      prompt_bytes=len(prompt_bytes), fragments=_fragment_names(plan))
         scanner = SignalScanner({SIGNAL_SUCCESS: plan.signals["success"],
                                  SIGNAL_FAILURE: plan.signals["failure"]}, prompt)
-        progress.info("Iteration %s starting..." % label)
         result = run_agent(plan.agent.argv, prompt, env=_agent_env(plan, number), cwd=plan.cwd,
-                           scanner=scanner, on_stdout=stdout_sink, on_stderr=stderr_sink,
-                           guard=guard, iteration_timeout=plan.iteration_timeout,
+                           scanner=scanner, on_stdout=_tee(self.stdout_sink, self.log_sink),
+                           on_stderr=_tee(self.stderr_sink, self.log_sink), guard=self.guard,
+                           iteration_timeout=plan.iteration_timeout,
                            idle_timeout=plan.idle_timeout, kill_grace=plan.kill_grace,
                            tail_bytes=plan.max_output_buffer)
         if result.interrupted is not None:
-            state.status, state.interrupted_by = STATUS_INTERRUPTED, result.interrupted
-            state.interrupted_during = number
-            break
-        outcome = classify_outcome(result.exit_code, result.signals, result.timed_out)
+            self.finish_log_iteration(number, result, None, "interrupted", head_before, started)
+            self.interrupted(result.interrupted, number)
+            return False
+
+        verified = None
+        feedback, source = result.tail, "the agent's"
+        if gates.verify and not result.timed_out:
+            check = self.gate(GATE_VERIFY, gates.verify)
+            if check.interrupted is not None:
+                self.finish_log_iteration(number, result, None, "interrupted", head_before, started)
+                self.interrupted(check.interrupted, number)
+                return False
+            verified = check.exit_code == 0
+            if not verified:
+                feedback, source = check.output, "the verifier's (`%s`)" % gates.verify
+        outcome = classify_outcome(result.exit_code, result.signals, result.timed_out, verified)
+        git_problem = None
+        if (gates.commit or gates.push) and outcome in (SUCCESS, COMPLETED):
+            git_problem, ran = commit_and_push(plan.cwd, plan.git_top, gates, plan.procedure,
+                                               number, head_before, plan.log_dir)
+            for command, code, seconds in ran:
+                self.record_gate(GATE_GIT, command, code, seconds)
+            if git_problem:
+                outcome = FAILURE
+                feedback, source = git_problem.encode("utf-8"), "git's"
+        seconds = time.monotonic() - started
+
         state.iteration = number
-        state.durations.append(result.seconds)
+        state.durations.append(seconds)
         if outcome in FAILING_OUTCOMES:
             state.consecutive_failures += 1
+            state.failures += 1
             detail = "%s, consecutive: %d/%d" % (progress.outcome(outcome),
                                                  state.consecutive_failures, plan.failure_threshold)
         else:
             state.consecutive_failures = 0
+            state.successes += 1
             detail = progress.outcome(outcome)
-        progress.info("Iteration %s completed in %s (%s)" % (label, format_duration(result.seconds), detail))
+        progress.info("Iteration %s completed in %s (%s)" % (label, format_duration(seconds), detail))
         if result.timed_out == "idle":
             progress.warn("iteration %d: no output for %s; the agent was stopped"
                           % (number, format_budget(plan.idle_timeout)))
         elif result.timed_out:
             progress.warn("iteration %d: time limit of %s reached; the agent was stopped"
                           % (number, format_budget(plan.iteration_timeout)))
+        if outcome == REJECTED:
+            progress.warn("iteration %d: the agent signalled SUCCESS but verify (`%s`) failed;"
+                          " the claim is rejected" % (number, gates.verify))
+        elif verified is False:
+            progress.warn("iteration %d: verify (`%s`) failed" % (number, gates.verify))
+        if git_problem:
+            progress.warn("iteration %d: %s" % (number, git_problem))
+        self.finish_log_iteration(number, result, verified, outcome, head_before, started)
         state.previous = IterationRecord(iteration=number, outcome=outcome,
-                                         exit_code=result.exit_code, seconds=result.seconds,
-                                         tail=result.tail, signals=result.signals)
+                                         exit_code=result.exit_code, seconds=seconds,
+                                         tail=feedback, signals=result.signals, source=source)
+        if self.detect_stuck(outcome, feedback, tree_before):
+            return False
         if outcome == COMPLETED:
-            state.status, state.reason = STATUS_COMPLETED, "success signal"
-            break
+            self.stop(STATUS_COMPLETED, "success signal")
+            return False
+        return True
+
+    def detect_stuck(self, outcome: str, feedback: bytes, tree_before: Optional[str]) -> bool:
+        """The stuck detectors of SPEC 6, after the outcome; True when one fires."""
+        plan, state, gates = self.plan, self.state, self.plan.gates
+        if gates.same_error:
+            # A failure that printed nothing has no error to compare: it resets the count
+            # (the failure threshold still sees it), so silent failures abort, not "stick".
+            if outcome in FAILING_OUTCOMES and feedback.strip():
+                fingerprint = error_fingerprint(feedback)
+                state.same_error = state.same_error + 1 if fingerprint == state.fingerprint else 1
+                state.fingerprint = fingerprint
+            else:
+                state.same_error, state.fingerprint = 0, None
+            if state.same_error >= gates.same_error:
+                state.stuck_excerpt = error_excerpt(feedback)
+                self.stop(STATUS_STUCK, "same error in %d consecutive failures" % state.same_error)
+                return True
+        if gates.no_change and tree_before is not None:
+            after = worktree_state(plan.cwd, plan.git_top, plan.log_dir, gates.timeout)
+            state.unchanged = state.unchanged + 1 if after == tree_before else 0
+            if state.unchanged >= gates.no_change:
+                self.stop(STATUS_STUCK, "no change in %s" % plural(state.unchanged, "iteration"))
+                return True
+        return False
+
+    def finish_log_iteration(self, number: int, result: AgentResult, verified: Optional[bool],
+                             outcome: str, head_before: Optional[str], started: float) -> None:
+        log = self.log
+        if log is None:
+            return
+        seconds = time.monotonic() - started
+        head_after = git_head(self.plan.cwd) if head_before is not None or self.plan.git_top else None
+        log.text("\n%s\nITERATION %d COMPLETE\nEnd Time: %s\nDuration: %s\nExit Code: %d\n"
+                 "Outcome: %s\n%s\n\n" % (THIN_RULE, number, local_time(), format_duration(seconds),
+                                         result.exit_code, outcome, RULE))
+        log.event("iteration_end", iteration=number, seconds=round(seconds, 3),
+                  exit_code=result.exit_code, signal=result.signal,
+                  signals=sorted(result.signals), outcome=outcome,
+                  consecutive_failures=self.state.consecutive_failures,
+                  verify=None if verified is None else ("pass" if verified else "fail"),
+                  head_before=head_before, head_after=head_after,
+                  output_bytes=result.output_bytes)
+
+
+def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
+             log: Optional[SessionLog] = None) -> LoopState:
+    """Iterate until a stop condition; the returned state says how it ended."""
+    run = _Run(plan, progress, guard, log)
+    state = run.state
+    cap = plan.max_iterations
+    if cap is None:
+        progress.info("Starting procedure: %s (unlimited)" % plan.procedure)
+    else:
+        progress.info("Starting procedure: %s (max %s)" % (plan.procedure, plural(cap, "iteration")))
+    progress.info("Agent: %s (%s)" % (plan.agent.display(), plan.agent.source))
+    if log is not None:
+        log.text("%s\nROODA SESSION\n%s\nVersion: %s\nProcedure: %s\nAgent: %s\nMax Iterations: %s\n"
+                 "Failure Threshold: %d\nWorking Directory: %s\nStart Time: %s\n%s\n\n" % (
+                     RULE, RULE, __version__, plan.procedure, plan.agent.display(),
+                     "unlimited" if cap is None else cap, plan.failure_threshold, plan.cwd,
+                     local_time(state.started_wall), RULE))
+        log.event("session_start", version=__version__, procedure=plan.procedure,
+                  agent=list(plan.agent.argv), max_iterations=cap,
+                  failure_threshold=plan.failure_threshold, cwd=plan.cwd, pid=os.getpid(),
+                  log=log.path)
+    try:
+        while run.before_iteration() and run.iteration():
+            pass
+    except RoodaError as exc:  # e.g. a fragment that disappeared mid-run
+        run.stop(STATUS_ERROR, str(exc))
     _report_end(state, plan, progress)
+    if log is not None:
+        summary = _closing_line(state, plan)
+        log.text("%s\nSESSION SUMMARY\n%s\nTotal Iterations: %d\nSuccessful: %d\nFailed: %d\n"
+                 "Total Duration: %s\nExit Reason: %s\nExit Code: %d\n%s\n" % (
+                     RULE, RULE, state.iteration, state.successes, state.failures,
+                     format_duration(state.elapsed()), summary, state.exit_code(), RULE))
+        log.event("session_end", status=state.status, reason=state.reason,
+                  iterations=state.iteration, seconds=round(state.elapsed(), 3),
+                  exit_code=state.exit_code())
+        progress.info("Log: %s" % log.shown)
     return state
 
 
-def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
+def _closing_line(state: LoopState, plan: RunPlan) -> str:
+    """The words of the closing progress line (also the log's exit reason)."""
     total = format_duration(state.elapsed())
     done = plural(state.iteration, "iteration")
     if state.status == STATUS_INTERRUPTED:
         name = signal_name(state.interrupted_by)
         if state.interrupted_during is not None:
-            progress.always("Interrupted by %s during iteration %d (%s completed, total: %s)"
-                            % (name, state.interrupted_during, done, total))
-        else:
-            progress.always("Interrupted by %s between iterations (%s completed, total: %s)"
-                            % (name, done, total))
-    elif state.status == STATUS_ABORTED:
-        progress.error("Aborting after %d consecutive failures (%s completed, total: %s)"
-                       % (state.consecutive_failures, done, total))
-    elif state.reason == "max iterations":
-        progress.info("Reached max iterations: %d (total: %s)" % (plan.max_iterations, total))
-    elif state.reason == "time budget":
-        progress.info("Completed: time budget of %s reached (%s, total: %s)"
-                      % (format_budget(plan.max_time), done, total))
-    elif state.reason == "success signal":
-        progress.info("Completed: agent signalled SUCCESS (%s, total: %s)" % (done, total))
+            return "Interrupted by %s during iteration %d (%s completed, total: %s)" % (
+                name, state.interrupted_during, plural(state.iteration, "iteration"), total)
+        return "Interrupted by %s between iterations (%s completed, total: %s)" % (name, done, total)
+    if state.status == STATUS_ABORTED:
+        return "Aborting after %d consecutive failures (%s completed, total: %s)" % (
+            state.consecutive_failures, done, total)
+    if state.status == STATUS_STUCK:
+        return "Stuck: %s (%s completed, total: %s)" % (state.reason, done, total)
+    if state.status == STATUS_ERROR:
+        return state.reason
+    if state.reason == "max iterations":
+        return "Reached max iterations: %d (total: %s)" % (plan.max_iterations, total)
+    if state.reason == "time budget":
+        return "Completed: time budget of %s reached (%s, total: %s)" % (
+            format_budget(plan.max_time), done, total)
+    if state.reason == "done_when":
+        return "Completed: done_when reports nothing left to do (%s, total: %s)" % (done, total)
+    return "Completed: agent signalled SUCCESS (%s, total: %s)" % (done, total)
+
+
+def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
+    line = _closing_line(state, plan)
+    if state.status == STATUS_INTERRUPTED:
+        progress.always(line)
+    elif state.status in (STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR):
+        progress.error(line)
+        for excerpt in state.stuck_excerpt:
+            progress.detail("  | " + excerpt)
+    else:
+        progress.info(line)
 
 
 # ----------------------------------------------------------------------
-# 12. Command line
+# 14. Command line
 # ----------------------------------------------------------------------
 
 HELP = """\
@@ -2574,6 +3125,8 @@ OPTIONS = {
     "--max-time": ("max_time", "value"), "--delay": ("delay", "value"),
     "--color": ("color", "value"),
     "--json": ("json", "flag"),
+    "--verify": ("verify", "value"), "--done-when": ("done_when", "value"),
+    "--log-dir": ("log_dir", "value"), "--no-log": ("no_log", "flag"),
     "--help": ("help", "flag"), "-h": ("help", "flag"),
     "--version": ("version", "flag"), "-V": ("version", "flag"),
 }
@@ -2587,7 +3140,8 @@ class Options:
         self.words: List[str] = []
         self.max_iterations: Optional[str] = None
         self.unlimited = self.dry_run = self.verbose = self.quiet = False
-        self.help = self.version = self.json = False
+        self.help = self.version = self.json = self.no_log = False
+        self.verify = self.done_when = self.log_dir = None
         self.context: List[str] = []
         self.ai_cmd = self.ai_cmd_alias = self.config = None
         self.observe = self.orient = self.decide = self.act = None
@@ -2722,10 +3276,12 @@ def _use_color(option: str, stream: object) -> bool:
 
 
 def plan_run(options: Options, config: Config, procedure_name: str,
-             positional: Optional[str]) -> RunPlan:
+             positional: Optional[str], prompt_file: Optional[str] = None) -> RunPlan:
     """Resolve everything a run needs, and where each setting came from (`sources`):
-    flags beat the procedure's own setting, which beats the loop setting of any tier."""
-    procedure = config.procedure(procedure_name)
+    flags beat the procedure's own setting, which beats the loop setting of any tier.
+    With `prompt_file` (the `prompt` command) there is no procedure: one iteration of
+    the file's text, a failure ends the run with exit 1, gates only from flags."""
+    procedure = config.procedure(procedure_name) if prompt_file is None else {}
     cwd = os.getcwd()
     if options.verbose and options.quiet:
         raise UsageError("--verbose and --quiet exclude each other")
@@ -2743,7 +3299,7 @@ def plan_run(options: Options, config: Config, procedure_name: str,
         return config.loop(key)
 
     fragments = {}
-    for phase in PHASES:
+    for phase in PHASES if prompt_file is None else ():
         override = getattr(options, phase)
         if override:
             fragments[phase] = [{"path": os.path.join(cwd, override)}]
@@ -2765,18 +3321,41 @@ def plan_run(options: Options, config: Config, procedure_name: str,
     env = {}
     for scope in (config.loop("env") or {}, procedure.get("env") or {}):
         env.update({name: _scalar_text(value) for name, value in scope.items()})
-    max_iterations, sources["max_iterations"] = resolve_max_iterations(
-        options, positional, procedure_name, config)
-    agent = resolve_agent(config, procedure_name, options.ai_cmd, options.ai_cmd_alias)
+    if prompt_file is None:
+        max_iterations, sources["max_iterations"] = resolve_max_iterations(
+            options, positional, procedure_name, config)
+        agent = resolve_agent(config, procedure_name, options.ai_cmd, options.ai_cmd_alias)
+    else:
+        max_iterations, sources["max_iterations"] = 1, (TIER_BUILTIN, "prompt")
+        agent = resolve_agent(config, None, options.ai_cmd, options.ai_cmd_alias)
     sources["agent"] = _agent_origin(config, procedure_name, agent)
+    stuck = procedure.get("stuck") or {}
+    git_settings = procedure.get("git") or {}
+    gates = Gates(
+        verify=options.verify if options.verify is not None else procedure.get("verify"),
+        done_when=options.done_when if options.done_when is not None else procedure.get("done_when"),
+        requires=list(procedure.get("requires") or ()),
+        requires_hint=procedure.get("requires_hint"),
+        same_error=stuck.get("same_error"), no_change=stuck.get("no_change"),
+        commit=bool(git_settings.get("commit")), push=bool(git_settings.get("push")),
+        message=git_settings.get("message"), timeout=config.loop("gate_timeout"))
+    if options.no_log:
+        log_dir, sources["log_dir"] = None, (TIER_FLAG, "--no-log")
+    elif options.log_dir:
+        log_dir, sources["log_dir"] = os.path.join(cwd, os.path.expanduser(options.log_dir)), \
+            (TIER_FLAG, "--log-dir")
+    else:
+        log_dir = os.path.join(ROODA_DIR, config.loop("log_dir"))  # built-in: beside rooda.py
+        sources["log_dir"] = config.where(("loop", "log_dir"))
+    failure_threshold = int(setting("failure_threshold", _parse_number(
+        options.failure_threshold, "--failure-threshold", 1, True, whole=True),
+        "--failure-threshold"))
     return RunPlan(
         procedure=procedure_name,
         fragments=fragments,
         context=_read_context(options.context, cwd),
         max_iterations=max_iterations,
-        failure_threshold=int(setting("failure_threshold", _parse_number(
-            options.failure_threshold, "--failure-threshold", 1, True, whole=True),
-            "--failure-threshold")),
+        failure_threshold=1 if prompt_file is not None else failure_threshold,
         iteration_timeout=setting("iteration_timeout", _parse_number(
             options.timeout, "--timeout", 0, False), "--timeout"),
         idle_timeout=setting("idle_timeout", _parse_number(
@@ -2796,6 +3375,10 @@ def plan_run(options: Options, config: Config, procedure_name: str,
         color=_use_color(options.color, sys.stderr),
         cwd=cwd,
         sources=sources,
+        gates=gates,
+        log_dir=log_dir,
+        prompt_file=os.path.join(cwd, prompt_file) if prompt_file is not None else None,
+        git_top=None,
     )
 
 
@@ -2839,11 +3422,12 @@ def _silence_stdout() -> None:
 _FATAL_SIGNAL: Optional[int] = None
 
 
-def command_run(options: Options, procedure_name: str, positional: Optional[str]) -> int:
-    """Run a procedure's loop, or with --dry-run print its first prompt."""
+def command_run(options: Options, procedure_name: str, positional: Optional[str],
+                prompt_file: Optional[str] = None) -> int:
+    """Run a procedure's loop (or `prompt <file>`), or with --dry-run print its first prompt."""
     global _FATAL_SIGNAL
     config = load_config(options.config)
-    plan = plan_run(options, config, procedure_name, positional)
+    plan = plan_run(options, config, procedure_name, positional, prompt_file)
     if options.dry_run:
         agent = plan.agent.display() if plan.agent is not None else "(no agent found)"
         sys.stderr.write("[DRY RUN] Procedure: %s\n[DRY RUN] Would execute with: %s\n"
@@ -2851,18 +3435,33 @@ def command_run(options: Options, procedure_name: str, positional: Optional[str]
         sys.stderr.flush()
         write_stdout(build_prompt(plan, None))
         return 0
+    # Preconditions, all before the first iteration (exit 2).
     if plan.agent is None:
         raise no_agent_error()
     check_agent_program(plan.agent)
-    for phase in PHASES:  # a missing fragment is a mistake to report before the first iteration
-        read_fragments(plan.fragments[phase], phase)
+    build_prompt(plan, None)  # a missing fragment or prompt file is reported now
+    top = git_toplevel(plan.cwd) if plan.gates.need_git() or plan.log_dir else None
+    if plan.gates.need_git() and top is None:
+        wanted = [name for name, on in (("git.commit", plan.gates.commit), ("git.push", plan.gates.push),
+                                        ("stuck.no_change", plan.gates.no_change)) if on]
+        raise ConfigError("procedures.%s: %s need%s a git repository, and %s is not in one"
+                          " (run 'git init', or turn %s off)" % (
+                              procedure_name, " and ".join(wanted), "s" if len(wanted) == 1 else "",
+                              plan.cwd, "it" if len(wanted) == 1 else "them"))
+    plan = plan.replace(git_top=top)
+    log = None
+    if plan.log_dir is not None:
+        log = SessionLog(plan.log_dir, _display_path(plan.log_dir, plan.cwd))
     progress = Progress(sys.stderr, plan.verbosity, plan.color)
-    with SignalGuard() as guard:
-        state = run_loop(plan, progress, guard)
+    try:
+        with SignalGuard() as guard:
+            state = run_loop(plan, progress, guard, log)
+    finally:
+        if log is not None:
+            log.close()
     if state.status == STATUS_INTERRUPTED:
         _FATAL_SIGNAL = state.interrupted_by
-        return 128 + state.interrupted_by
-    return EXIT_CODES[state.status]
+    return state.exit_code()
 
 
 def _leaves(value: object, path: tuple = ()) -> Iterable[Tuple[tuple, object]]:
@@ -2968,6 +3567,10 @@ def dispatch(options: Options) -> int:
         if len(words) > 2:
             raise UsageError("unexpected argument '%s' (usage: config [procedure] [--json])" % words[2])
         return command_config(options, words[0] if words else None)
+    if options.command == "prompt":
+        if len(words) != 1:
+            raise UsageError("usage: python3 rooda.py prompt <file> [options]")
+        return command_run(options, "prompt", None, prompt_file=words[0])
     if options.command == "run":
         if not words:
             raise UsageError("'run' needs a procedure name, e.g. 'python3 rooda.py run build'")
@@ -2982,7 +3585,7 @@ def dispatch(options: Options) -> int:
 
 
 # ----------------------------------------------------------------------
-# 13. main
+# 15. main
 # ----------------------------------------------------------------------
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

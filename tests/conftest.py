@@ -77,6 +77,7 @@ def isolated_environment(tmp_path_factory, monkeypatch):
         if name.startswith("ROODA_") or name in ("XDG_CONFIG_HOME", "CLAUDECODE", "NO_COLOR"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("ROODA_CONFIG_HOME", str(tmp_path_factory.mktemp("no-global-config")))
+    monkeypatch.setenv("ROODA_LOOP_LOG_DIR", str(tmp_path_factory.mktemp("logs")))
 
 
 @pytest.fixture
@@ -117,11 +118,12 @@ def run_rooda(*args, cwd=None, env=None, timeout=60, **kwargs):
 
 
 def progress_lines(stderr):
-    """The progress lines without their clock, durations masked as D."""
+    """The progress lines without their clock, durations masked as D; the closing
+    `Log: <path>` line is left out (tests of the logs check it)."""
     lines = []
     for line in stderr.splitlines():
         match = re.match(r"^\[\d\d:\d\d:\d\d\] (.*)$", line)
-        if match:
+        if match and not match.group(1).startswith("Log: "):
             text = re.sub(r"\b\d+\.\ds\b", "D", match.group(1))
             lines.append(re.sub(r"total: [0-9hms.]+", "total: D", text))
     return lines

@@ -1,0 +1,329 @@
+"""The Ralph gates of SPEC 6: verify, done_when, requires, stuck, git, and `prompt`.
+One test per gate and per stop reason, each with its exit code from SPEC 5."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import rooda
+from conftest import ROODA, alive, group_members, progress_lines, run_main, write_config
+
+SUCCESS_SIGNAL = {"actions": [{"out": "done\n<promise>SUCCESS</promise>\n"}]}
+
+
+def procedure(workspace, **settings):
+    """A workspace procedure `p` with one fragment per phase and the given gate settings."""
+    (workspace / "fragment.md").write_text("Do the work.")
+    phases = {phase: "fragment.md" for phase in ("observe", "orient", "decide", "act")}
+    phases.update(settings)
+    write_config(workspace, {"procedures": {"p": phases}})
+
+
+def git(workspace, *args):
+    return subprocess.run(["git"] + list(args), cwd=str(workspace), check=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE).stdout.decode()
+
+
+def make_repo(workspace):
+    git(workspace, "init", "-q", "-b", "main")
+    git(workspace, "config", "user.name", "Test")
+    git(workspace, "config", "user.email", "test@example.com")
+    (workspace / "README").write_text("hello\n")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "initial")
+
+
+def commits(workspace):
+    return git(workspace, "log", "--format=%s").splitlines()
+
+
+# --- verify -------------------------------------------------------------------------
+
+def test_a_success_claim_rejected_by_verify_is_not_completion(workspace, agent, capfd):
+    agent.script(SUCCESS_SIGNAL)
+    code, _, err = run_main(capfd, "build", "-n", "5", "--ai-cmd", agent.cmd, "--verify", "exit 1",
+                            "--failure-threshold", "2")
+    assert code == 1 and agent.calls == 2
+    lines = progress_lines(err)
+    assert "Iteration 1/5 completed in D (rejected, consecutive: 1/2)" in lines
+    assert "the agent signalled SUCCESS but verify (`exit 1`) failed; the claim is rejected" in err
+    assert lines[-1].startswith("ERROR: Aborting after 2 consecutive failures")
+
+
+def test_the_same_claim_with_a_passing_verifier_completes(workspace, agent, capfd):
+    agent.script(SUCCESS_SIGNAL)
+    code, _, err = run_main(capfd, "build", "-n", "5", "--ai-cmd", agent.cmd, "--verify", "true")
+    assert code == 0 and agent.calls == 1
+    assert progress_lines(err)[-1] == "Completed: agent signalled SUCCESS (1 iteration, total: D)"
+
+
+def test_a_failing_verifier_fails_a_quiet_success(workspace, agent, capfd):
+    agent.script({})
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--verify", "false")
+    assert "Iteration 1/1 completed in D (failure, consecutive: 1/3)" in progress_lines(err)
+
+
+def test_verify_from_the_procedure_and_its_output_feeds_the_next_prompt(workspace, agent, capfd):
+    procedure(workspace, verify="echo 'FAILED tests/test_widget.py::test_spin - 3 != 4'; exit 1")
+    agent.script({})
+    run_main(capfd, "p", "-n", "2", "--ai-cmd", agent.cmd)
+    second = agent.prompt(2)
+    assert "## PREVIOUS ITERATION\nIteration 1 ended in failure (exit code 0)." in second
+    assert "the verifier's (`echo" in second
+    assert "FAILED tests/test_widget.py::test_spin - 3 != 4" in second
+
+
+def test_verify_is_not_run_after_a_timeout(workspace, agent, capfd):
+    agent.script({"actions": [{"sleep": 30}]})
+    marker = workspace / "verified"
+    code, _, err = run_main(capfd, "build", "-n", "1", "--timeout", "0.3", "--ai-cmd", agent.cmd,
+                            "--verify", "touch %s" % marker)
+    assert "(timeout, consecutive: 1/3)" in err and not marker.exists()
+
+
+def test_verify_output_is_shown_in_verbose_mode(workspace, agent, capfd):
+    code, out, err = run_main(capfd, "build", "-n", "1", "-v", "--ai-cmd", agent.cmd,
+                              "--verify", "echo verifier-speaks; echo verifier-err >&2")
+    assert "verifier-speaks" in out and "verifier-err" in err
+
+
+# --- done_when ----------------------------------------------------------------------
+
+def test_done_when_0_before_the_first_iteration_completes_with_nothing_to_do(workspace, agent, capfd):
+    code, _, err = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--done-when", "true")
+    assert code == 0 and agent.calls == 0
+    assert progress_lines(err)[-1] == \
+        "Completed: done_when reports nothing left to do (0 iterations, total: D)"
+
+
+def test_done_when_1_goes_on_until_it_says_done(workspace, agent, capfd):
+    agent.script({}, {"actions": [{"write_file": "queue-empty", "text": ""}]}, {})
+    code, _, err = run_main(capfd, "build", "-n", "10", "--ai-cmd", agent.cmd,
+                            "--done-when", "test -f queue-empty")
+    assert code == 0 and agent.calls == 2
+    assert progress_lines(err)[-1] == \
+        "Completed: done_when reports nothing left to do (2 iterations, total: D)"
+
+
+def test_done_when_with_another_exit_code_is_an_error_exit_2(workspace, agent, capfd):
+    code, _, err = run_main(capfd, "build", "--ai-cmd", agent.cmd,
+                            "--done-when", "echo 'bd: command not found' >&2; exit 127")
+    assert code == 2 and agent.calls == 0
+    last = progress_lines(err)[-1]
+    assert last.startswith("ERROR: done_when command `") and "exited 127" in last
+    assert "bd: command not found" in last
+
+
+def test_the_beads_recipe_shape_works(workspace, agent, capfd):
+    (workspace / "ready.json").write_text("[]")
+    code, _, _ = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--done-when",
+                          'test "$(python3 -c "import json; print(len(json.load(open(\'ready.json\'))))")" -eq 0')
+    assert code == 0 and agent.calls == 0
+
+
+# --- requires -----------------------------------------------------------------------
+
+def test_a_missing_required_path_exits_2_with_the_hint(workspace, agent, capfd):
+    procedure(workspace, requires=["IMPLEMENTATION_PLAN.md"],
+              requires_hint="run the plan procedure first")
+    code, _, err = run_main(capfd, "p", "--ai-cmd", agent.cmd)
+    assert code == 2 and agent.calls == 0
+    assert progress_lines(err)[-1] == ("ERROR: procedure p requires IMPLEMENTATION_PLAN.md, which is"
+                                       " missing; run the plan procedure first")
+
+
+def test_requires_is_checked_before_each_iteration(workspace, agent, capfd):
+    procedure(workspace, requires=["plan.md"])
+    (workspace / "plan.md").write_text("- [ ] task")
+    agent.script({"actions": [{"write_file": "other", "text": ""}]}, {})
+    os.chmod(str(workspace), 0o755)
+    agent.script({"actions": []})
+    code, _, _ = run_main(capfd, "p", "-n", "2", "--ai-cmd", agent.cmd + " --remove plan.md")
+    assert agent.calls == 2  # present both times: the check passed twice
+
+
+# --- stuck --------------------------------------------------------------------------
+
+def test_same_error_stops_as_stuck_with_exit_3_and_shows_the_error(workspace, agent, capfd):
+    # The same failure, with a different time, duration, temp path and id each time.
+    verify = ('echo "$(date +%H:%M:%S) AssertionError at /tmp/pytest-$$/x.py:12'
+              ' (0x$$) took $$.5s"; exit 1')
+    procedure(workspace, verify=verify, stuck={"same_error": 3})
+    agent.script({})
+    code, _, err = run_main(capfd, "p", "-n", "10", "--ai-cmd", agent.cmd)
+    assert code == 3 and agent.calls == 3
+    lines = progress_lines(err)
+    assert lines[-1] == ("ERROR: Stuck: same error in 3 consecutive failures (3 iterations"
+                         " completed, total: D)")
+    excerpt = err.split("Stuck:")[1].splitlines()[1]
+    assert excerpt.startswith("  | ") and "AssertionError at /tmp/pytest-" in excerpt
+
+
+def test_different_errors_are_not_stuck(workspace, agent, capfd):
+    procedure(workspace, verify='echo "error in module $ROODA_ITERATION_NAME"; ls /nonexistent-$RANDOM-dir; exit 1',
+              stuck={"same_error": 2})
+    agent.script({"actions": [{"out": "first problem\n"}], "exit": 1},
+                 {"actions": [{"out": "second, other problem\n"}], "exit": 1},
+                 {"actions": [{"out": "third kind of trouble\n"}], "exit": 1})
+    write_config(workspace, {"procedures": {"q": {
+        "observe": "fragment.md", "orient": "fragment.md", "decide": "fragment.md",
+        "act": "fragment.md", "stuck": {"same_error": 2}}}})
+    code, _, err = run_main(capfd, "q", "-n", "3", "--failure-threshold", "5", "--ai-cmd", agent.cmd)
+    assert code == 0 and agent.calls == 3 and "Stuck" not in err
+
+
+def test_no_change_stops_as_stuck(workspace, agent, capfd):
+    make_repo(workspace)
+    procedure(workspace, stuck={"no_change": 2})
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "config")
+    agent.script({})
+    code, _, err = run_main(capfd, "p", "-n", "10", "--ai-cmd", agent.cmd,
+                            "--log-dir", "logs-inside-the-repo")
+    assert code == 3 and agent.calls == 2
+    assert progress_lines(err)[-1] == "ERROR: Stuck: no change in 2 iterations (2 iterations completed, total: D)"
+
+
+def test_an_agent_that_changes_files_is_not_stuck(workspace, agent, capfd):
+    make_repo(workspace)
+    procedure(workspace, stuck={"no_change": 1})
+    agent.script({"actions": [{"write_file": "untracked.txt", "text": "1"}]},
+                 {"actions": [{"write_file": "untracked.txt", "text": "2"}]},
+                 {"actions": [{"write_file": "README", "text": "changed"}]})
+    code, _, err = run_main(capfd, "p", "-n", "3", "--ai-cmd", agent.cmd)
+    assert code == 0 and agent.calls == 3, err
+
+
+def test_no_change_outside_a_git_repository_is_a_config_error(workspace, agent, capfd, tmp_path):
+    procedure(workspace, stuck={"no_change": 2})
+    code, _, err = run_main(capfd, "p", "--ai-cmd", agent.cmd)
+    assert code == 2 and agent.calls == 0
+    assert "stuck.no_change needs a git repository" in err
+
+
+def test_the_shipped_build_turns_on_same_error_3():
+    assert rooda.load_config(environ={}).procedure("build")["stuck"] == {"same_error": 3}
+
+
+# --- git ----------------------------------------------------------------------------
+
+def test_git_commit_makes_one_commit_per_changing_iteration(workspace, agent, capfd):
+    make_repo(workspace)
+    procedure(workspace, git={"commit": True})
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "config")
+    agent.script({"actions": [{"write_file": "a.txt", "text": "a"}]},
+                 {},
+                 {"actions": [{"write_file": "b.txt", "text": "b"}]},
+                 {"actions": [{"write_file": "c.txt", "text": "c"}], "exit": 1})
+    code, _, err = run_main(capfd, "p", "-n", "4", "--ai-cmd", agent.cmd, "--log-dir", "logs")
+    assert code == 0, err
+    assert commits(workspace) == ["p: iteration 3", "p: iteration 1", "config", "initial"]
+    tracked = git(workspace, "ls-files").split()
+    assert "a.txt" in tracked and "b.txt" in tracked
+    assert not any(path.startswith("logs/") for path in tracked), "the log directory was committed"
+    assert "c.txt" not in tracked  # the failing iteration is not committed
+
+
+def test_git_commit_message_template(workspace, agent, capfd):
+    make_repo(workspace)
+    procedure(workspace, git={"commit": True, "message": "ralph({procedure}) #{iteration} {other}"})
+    agent.script({"actions": [{"write_file": "a.txt", "text": "a"}]})
+    run_main(capfd, "p", "-n", "1", "--ai-cmd", agent.cmd)
+    assert commits(workspace)[0] == "ralph(p) #1 {other}"
+
+
+def test_a_git_failure_fails_the_iteration_with_gits_message(workspace, agent, capfd):
+    make_repo(workspace)
+    procedure(workspace, git={"commit": True})
+    hook = workspace / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'pre-commit hook: lint failed' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    agent.script({"actions": [{"write_file": "a.txt", "text": "a"}]})
+    code, _, err = run_main(capfd, "p", "-n", "1", "--ai-cmd", agent.cmd)
+    assert "Iteration 1/1 completed in D (failure, consecutive: 1/3)" in progress_lines(err)
+    assert "git commit failed: pre-commit hook: lint failed" in err
+
+
+def test_git_push_creates_the_upstream_then_pushes(workspace, agent, capfd, tmp_path):
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    make_repo(workspace)
+    git(workspace, "remote", "add", "origin", str(remote))
+    procedure(workspace, git={"commit": True, "push": True})
+    agent.script({"actions": [{"write_file": "a.txt", "text": "a"}]},
+                 {"actions": [{"write_file": "b.txt", "text": "b"}]})
+    code, _, err = run_main(capfd, "p", "-n", "2", "--ai-cmd", agent.cmd)
+    assert code == 0, err
+    remote_log = subprocess.run(["git", "--git-dir", str(remote), "log", "--format=%s", "main"],
+                                stdout=subprocess.PIPE, check=True).stdout.decode().splitlines()
+    assert remote_log[:2] == ["p: iteration 2", "p: iteration 1"]
+    assert git(workspace, "rev-parse", "--abbrev-ref", "@{u}").strip() == "origin/main"
+
+
+def test_git_gates_outside_a_repository_are_a_config_error(workspace, agent, capfd):
+    procedure(workspace, git={"commit": True})
+    code, _, err = run_main(capfd, "p", "--ai-cmd", agent.cmd)
+    assert code == 2 and agent.calls == 0
+    assert "procedures.p: git.commit needs a git repository" in err
+
+
+def test_git_never_waits_for_input():
+    env = rooda.git_environment()
+    assert env["GIT_TERMINAL_PROMPT"] == "0" and env["GIT_EDITOR"] == "true"
+    assert "BatchMode=yes" in env["GIT_SSH_COMMAND"]
+
+
+# --- prompt <file> ------------------------------------------------------------------
+
+def test_prompt_runs_one_iteration_of_the_file(workspace, agent, capfd):
+    (workspace / "task.md").write_text("Refactor the parser.\n")
+    code, _, err = run_main(capfd, "prompt", "task.md", "-c", "only src/", "--ai-cmd", agent.cmd)
+    assert code == 0 and agent.calls == 1
+    assert agent.prompt(1) == "## CONTEXT\nonly src/\n\nRefactor the parser.\n"
+    assert agent.env_of(1)["ROODA_PROCEDURE"] == "prompt"
+    assert progress_lines(err)[0] == "Starting procedure: prompt (max 1 iteration)"
+
+
+def test_prompt_exits_1_when_its_iteration_fails(workspace, agent, capfd):
+    (workspace / "task.md").write_text("Try.")
+    agent.script({"exit": 1})
+    code, _, _ = run_main(capfd, "prompt", "task.md", "--ai-cmd", agent.cmd)
+    assert code == 1 and agent.calls == 1
+
+
+def test_prompt_applies_verify(workspace, agent, capfd):
+    (workspace / "task.md").write_text("Try.")
+    code, _, _ = run_main(capfd, "prompt", "task.md", "--ai-cmd", agent.cmd, "--verify", "false")
+    assert code == 1
+
+
+def test_prompt_with_a_missing_file_exits_2(workspace, agent, capfd):
+    code, _, err = run_main(capfd, "prompt", "nope.md", "--ai-cmd", agent.cmd)
+    assert code == 2 and "prompt file not found" in err and agent.calls == 0
+
+
+# --- gates and signals --------------------------------------------------------------
+
+def test_sigint_during_a_gate_kills_the_gate_and_exits_130(workspace, agent):
+    marker = os.path.join(agent.state, "gate-running")
+    env = dict(os.environ)
+    env.update(agent.env)
+    proc = subprocess.Popen([sys.executable, ROODA, "build", "--ai-cmd", agent.cmd, "--verify",
+                             "touch %s; echo $$ > %s.pid; sleep 60" % (marker, marker)],
+                            cwd=str(workspace), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        agent.wait_for("gate-running")
+        agent.wait_for("gate-running.pid")
+        gate_pid = agent.pid(name="gate-running.pid")
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+        _, err = proc.communicate()
+    assert proc.returncode == -signal.SIGINT
+    assert not alive(gate_pid) and group_members(gate_pid) == []
+    assert "Interrupted by SIGINT during iteration 1" in err.decode()
