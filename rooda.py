@@ -2852,9 +2852,8 @@ class _Run:
             raise RoodaError("the prompt (%d bytes) is too long to pass as one argument with"
                              " {prompt}; use {prompt_file} in the agent command instead"
                              % len(prompt_bytes))
-        watch_git = plan.git_top is not None
-        head_before = git_head(plan.cwd) if watch_git or (log and os.path.isdir(
-            os.path.join(plan.cwd, ".git"))) else None
+        # git_top is known when a git gate or the log needs HEAD; otherwise no git call.
+        head_before = git_head(plan.cwd) if plan.git_top is not None else None
         tree_before = worktree_state(plan.cwd, plan.git_top, plan.log_dir, gates.timeout) \
             if gates.no_change else None
         started = time.monotonic()
@@ -2969,7 +2968,7 @@ class _Run:
         if log is None:
             return
         seconds = time.monotonic() - started
-        head_after = git_head(self.plan.cwd) if head_before is not None or self.plan.git_top else None
+        head_after = git_head(self.plan.cwd) if self.plan.git_top is not None else None
         log.text("\n%s\nITERATION %d COMPLETE\nEnd Time: %s\nDuration: %s\nExit Code: %d\n"
                  "Outcome: %s\n%s\n\n" % (THIN_RULE, number, local_time(), format_duration(seconds),
                                          result.exit_code, outcome, RULE))
