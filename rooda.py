@@ -3067,6 +3067,7 @@ def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
 HELP = """\
 usage: python3 rooda.py <procedure> [max_iterations] [options]
        python3 rooda.py run <procedure> [max_iterations] [options]
+       python3 rooda.py prompt <file> [options]
        python3 rooda.py config [<procedure>] [--json]
        python3 rooda.py help | version | --help | --version
 
@@ -3093,6 +3094,11 @@ run options (before or after the procedure):
       --idle-timeout S     stop an iteration after S seconds without agent output
       --max-time S         time budget for the whole run, seconds
       --delay S            pause between iterations (multiplied by backoff per failure)
+      --verify CMD         quality gate after each iteration (sh -c); a failure rejects
+                           the agent's SUCCESS claim
+      --done-when CMD      queue check before each iteration: exit 0 stops (nothing left)
+      --log-dir DIR        where the session logs go (default: logs/ beside rooda.py)
+      --no-log             write no session logs
       --color WHEN         auto (default), always or never
 
 exit codes: 0 completed, 1 aborted after repeated failures, 2 usage, config or
@@ -3104,6 +3110,8 @@ examples:
   python3 rooda.py plan --dry-run                 # show the prompt, run nothing
   python3 rooda.py build -u -v -c @notes.md       # until done, streaming, with context
   python3 rooda.py build --ai-cmd 'my-agent --yes' --timeout 1800
+  python3 rooda.py build -u --done-when 'make test'   # test until green
+  python3 rooda.py prompt task.md --verify 'make lint'  # one ad-hoc iteration
   python3 rooda.py config build                   # each setting and where it came from
 """
 
