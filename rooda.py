@@ -3068,7 +3068,9 @@ HELP = """\
 usage: python3 rooda.py <procedure> [max_iterations] [options]
        python3 rooda.py run <procedure> [max_iterations] [options]
        python3 rooda.py prompt <file> [options]
+       python3 rooda.py list | info <procedure> | doctor [<procedure>]
        python3 rooda.py config [<procedure>] [--json]
+       python3 rooda.py vendor <dir> [--force]
        python3 rooda.py help | version | --help | --version
 
 Run an AI coding agent in an OODA loop: each iteration pipes a prompt assembled
@@ -3113,6 +3115,9 @@ examples:
   python3 rooda.py build -u --done-when 'make test'   # test until green
   python3 rooda.py prompt task.md --verify 'make lint'  # one ad-hoc iteration
   python3 rooda.py config build                   # each setting and where it came from
+  python3 rooda.py list                           # the procedures
+  python3 rooda.py doctor build                   # preflight before a night alone
+  python3 rooda.py vendor ~/src/myapp             # install into ~/src/myapp/.rooda/
 """
 
 # Run options: name -> (destination, kind); kind is "flag", "value" or "append".
@@ -3134,6 +3139,7 @@ OPTIONS = {
     "--json": ("json", "flag"),
     "--verify": ("verify", "value"), "--done-when": ("done_when", "value"),
     "--log-dir": ("log_dir", "value"), "--no-log": ("no_log", "flag"),
+    "--force": ("force", "flag"),
     "--help": ("help", "flag"), "-h": ("help", "flag"),
     "--version": ("version", "flag"), "-V": ("version", "flag"),
 }
@@ -3147,7 +3153,7 @@ class Options:
         self.words: List[str] = []
         self.max_iterations: Optional[str] = None
         self.unlimited = self.dry_run = self.verbose = self.quiet = False
-        self.help = self.version = self.json = self.no_log = False
+        self.help = self.version = self.json = self.no_log = self.force = False
         self.verify = self.done_when = self.log_dir = None
         self.context: List[str] = []
         self.ai_cmd = self.ai_cmd_alias = self.config = None
@@ -3557,6 +3563,293 @@ def command_config(options: Options, procedure_name: Optional[str]) -> int:
     return 0
 
 
+def command_list(options: Options) -> int:
+    """`list`: one line per procedure, `name  summary`, names padded to one column."""
+    procedures = load_config(options.config).data.get("procedures", {})
+    width = max([len(name) for name in procedures] + [0])
+    write_stdout("".join("%-*s  %s\n" % (width, name, (settings.get("summary") or "").strip())
+                         for name, settings in sorted(procedures.items())))
+    return 0
+
+
+def _wrap(text: str, indent: str = "  ") -> str:
+    import textwrap
+
+    return textwrap.fill(" ".join(text.split()), 88, initial_indent=indent, subsequent_indent=indent)
+
+
+def command_info(options: Options, name: str) -> int:
+    """`info <procedure>`: what it is, its fragments, its gates and its resolved settings."""
+    config = load_config(options.config)
+    procedure = config.procedure(name)
+    plan = plan_run(options, config, name, None)
+    cwd = os.getcwd()
+    tier, where = config.where(("procedures", name))
+    out = ["%s — %s" % (name, procedure.get("display") or name)]
+    if procedure.get("summary"):
+        out.append(_wrap(procedure["summary"]))
+    if procedure.get("description"):
+        out += ["", _wrap(procedure["description"])]
+    out += ["", "defined in: %s (%s)" % (where or "rooda.py", tier), "", "phases:"]
+    for phase in PHASES:
+        out.append("  %s" % phase)
+        for fragment in plan.fragments[phase]:
+            if "path" in fragment:
+                missing = "" if os.path.isfile(fragment["path"]) else "   (missing!)"
+                params = ""
+                if fragment.get("parameters"):
+                    params = "  " + ", ".join("%s=%s" % item for item in fragment["parameters"].items())
+                out.append("    %s%s%s" % (_display_path(fragment["path"], cwd), params, missing))
+            else:
+                first = fragment["content"].strip().splitlines()[0] if fragment["content"].strip() else ""
+                out.append("    (content) %s" % (first[:70] + ("…" if len(first) > 70 else "")))
+    gates = plan.gates
+    gate_lines = []
+    for label, value in (("verify", gates.verify), ("done_when", gates.done_when),
+                         ("requires", ", ".join(gates.requires)), ("requires_hint", gates.requires_hint),
+                         ("stuck.same_error", gates.same_error), ("stuck.no_change", gates.no_change),
+                         ("git.commit", gates.commit or None), ("git.push", gates.push or None),
+                         ("git.message", gates.message)):
+        if value:
+            gate_lines.append("  %-17s %s" % (label, value))
+    out += ["", "gates:"] + (gate_lines or ["  (none)"])
+    out += ["", "settings for a run (value, then where it comes from):"]
+    values = [
+        ("max_iterations", "unlimited" if plan.max_iterations is None else plan.max_iterations),
+        ("failure_threshold", plan.failure_threshold),
+        ("iteration_timeout", plan.iteration_timeout), ("idle_timeout", plan.idle_timeout),
+        ("max_time", plan.max_time), ("delay", plan.delay), ("backoff", plan.backoff),
+        ("kill_grace", plan.kill_grace), ("feedback", plan.feedback),
+        ("agent", plan.agent.display() if plan.agent else "(no agent found on PATH)"),
+        ("log_dir", _display_path(plan.log_dir, cwd) if plan.log_dir else "(no log)"),
+    ]
+    for key, value in values:
+        source_tier, source = plan.sources.get(key, (TIER_BUILTIN, None))
+        shown = "none" if value is None else _scalar_text(value)
+        out.append("  %-17s %-40s %s%s" % (key, shown, source_tier, " " + source if source else ""))
+    write_stdout("\n".join(out) + "\n")
+    return 0
+
+
+# Known traps of each preset (SPEC 9, ../shared/agent-presets.md): (preset, check) where
+# check(argv, env) returns (level, message) or None.
+def _preset_pitfalls(preset: str, argv: Sequence[str], env: Dict[str, str],
+                     cwd: str) -> List[Tuple[str, str]]:
+    found: List[Tuple[str, str]] = []
+    joined = " ".join(argv)
+    if preset == "claude":
+        root = hasattr(os, "geteuid") and os.geteuid() == 0
+        if root and env.get("IS_SANDBOX") != "1" and "skip-permissions" in joined:
+            found.append(("error", "claude refuses --dangerously-skip-permissions as root; run as"
+                                   " another user, or set IS_SANDBOX=1 inside a sandbox"))
+        found.append(("warning", "claude exits 0 even when tools were denied; a `verify` gate"
+                                 " checks the work itself"))
+    elif preset == "amp" and not env.get("AMP_API_KEY"):
+        found.append(("error", "amp without AMP_API_KEY waits forever for a login; set AMP_API_KEY"))
+    elif preset == "gemini" and "--skip-trust" not in argv and \
+            env.get("GEMINI_CLI_TRUST_WORKSPACE") != "true":
+        found.append(("warning", "gemini exits 55 in an untrusted folder; add --skip-trust or set"
+                                 " GEMINI_CLI_TRUST_WORKSPACE=true"))
+    elif preset == "codex" and "--skip-git-repo-check" not in argv and git_toplevel(cwd) is None:
+        found.append(("error", "codex exec exits 1 outside a git repository without"
+                               " --skip-git-repo-check"))
+    elif preset == "cursor-agent":
+        if not env.get("CURSOR_API_KEY"):
+            found.append(("warning", "cursor-agent without CURSOR_API_KEY waits for a browser login"))
+        if "--trust" not in argv:
+            found.append(("warning", "cursor-agent refuses an untrusted folder with exit 0; add --trust"))
+    elif preset == "kiro-cli" and not env.get("KIRO_API_KEY"):
+        found.append(("warning", "kiro-cli runs headless only with KIRO_API_KEY (Pro plans)"))
+    elif preset == "goose" and sys.platform.startswith("linux") and \
+            not env.get("GOOSE_DISABLE_KEYRING") and not env.get("DBUS_SESSION_BUS_ADDRESS"):
+        found.append(("warning", "goose needs a keyring; on headless Linux set GOOSE_DISABLE_KEYRING=1"
+                                 " and the provider's API key"))
+    elif preset == "aider":
+        found.append(("warning", "aider exits 0 after API failures and never runs shell commands"
+                                 " itself; use a `verify` gate"))
+    elif preset == "copilot" and ("-p" in argv or "--prompt" in argv):
+        found.append(("error", "copilot ignores stdin when -p is given; drop -p"))
+    elif preset == "opencode" and "--auto" not in argv:
+        found.append(("warning", "opencode without --auto rejects permission requests silently"))
+    return found
+
+
+def command_doctor(options: Options, name: Optional[str]) -> int:
+    """`doctor [procedure]`: the preflight checks, one line each; exit 2 on any error."""
+    lines: List[Tuple[str, str]] = []
+
+    def report(level: str, message: str) -> None:
+        lines.append((level, message))
+
+    cwd = os.getcwd()
+    try:
+        config = load_config(options.config)
+    except ConfigError as exc:
+        for line in exc.lines():
+            report("error", "config: " + line)
+        config = None
+    if config is not None:
+        files = ", ".join("%s %s" % pair for pair in config.files) or "built-in only"
+        report("ok", "config: valid (%s)" % files)
+    plan = None
+    if config is not None and name is not None:
+        try:
+            plan = plan_run(options, config, name, None)
+        except RoodaError as exc:
+            report("error", "procedure %s: %s" % (name, exc))
+    if plan is not None:
+        for phase in PHASES:
+            try:
+                read_fragments(plan.fragments[phase], phase)
+            except RoodaError as exc:
+                report("error", "procedure %s: %s" % (name, exc))
+                break
+        else:
+            report("ok", "procedure %s: four phases, %d fragments readable"
+                   % (name, sum(len(plan.fragments[p]) for p in PHASES)))
+    agent = plan.agent if plan is not None else (
+        resolve_agent(config, None, options.ai_cmd, options.ai_cmd_alias) if config is not None else None)
+    if config is not None:
+        if agent is None:
+            report("error", str(no_agent_error()))
+        else:
+            try:
+                check_agent_program(agent)
+                report("ok", "agent: %s (%s)" % (agent.display(), agent.source))
+            except RoodaError as exc:
+                report("error", "agent: %s" % exc)
+            env = dict(os.environ)
+            env.update(agent.env)
+            preset = agent.preset or os.path.basename(agent.argv[0])
+            for level, message in _preset_pitfalls(preset, agent.argv, env, cwd):
+                report(level, "agent: " + message)
+    if plan is not None:
+        if plan.iteration_timeout is None and plan.idle_timeout is None:
+            report("warning", "no iteration timeout: an agent that hangs (network retries, a login"
+                              " prompt) stalls the loop; set --timeout or loop.iteration_timeout")
+        gates = plan.gates
+        top = git_toplevel(cwd)
+        if gates.need_git():
+            if top is None:
+                report("error", "git: the procedure's git gates need a git repository; %s is not in"
+                                " one" % cwd)
+            else:
+                code, user, _ = git(["config", "user.name"], cwd)
+                if code != 0 or not user.strip():
+                    report("error", "git: user.name is not set, so commits fail; git config user.name"
+                                    " 'Your Name'")
+                else:
+                    report("ok", "git: repository %s, committing as %s" % (top, user.strip()))
+                if gates.push and not git(["remote"], cwd)[1].split():
+                    report("error", "git: git.push is on but the repository has no remote")
+        else:
+            report("ok", "git: %s" % ("repository %s" % top if top else
+                                      "not a repository (no gate needs one)"))
+        for path in gates.requires:
+            if not os.path.exists(os.path.join(cwd, path)):
+                report("warning", "requires %s, which is missing%s" % (
+                    path, "; " + gates.requires_hint if gates.requires_hint else ""))
+        if plan.log_dir is None:
+            report("ok", "logs: off (--no-log)")
+        else:
+            shown = _display_path(plan.log_dir, cwd)
+            try:
+                import tempfile
+
+                os.makedirs(plan.log_dir, exist_ok=True)
+                tempfile.TemporaryFile(dir=plan.log_dir).close()
+                report("ok", "logs: %s is writable" % shown)
+            except OSError as exc:
+                report("error", "logs: %s is not writable (%s); use --log-dir or --no-log"
+                       % (shown, exc.strerror))
+    width = max(len(level) for level, _ in lines)
+    write_stdout("".join("%-*s  %s\n" % (width, level, message) for level, message in lines))
+    return 2 if any(level == "error" for level, _ in lines) else 0
+
+
+# What `vendor` copies: the vendoring unit of SPEC 1.
+VENDOR_DIR = ".rooda"
+VENDOR_MANIFEST = "manifest.json"
+
+
+def _sha256(path: str) -> str:
+    import hashlib
+
+    with open(path, "rb") as stream:
+        return hashlib.sha256(stream.read()).hexdigest()
+
+
+def _vendored_files() -> List[str]:
+    """rooda.py, rooda-config.json and prompts/**, relative to ROODA_DIR."""
+    files = ["rooda.py", "rooda-config.json"]
+    for folder, _, names in os.walk(os.path.join(ROODA_DIR, "prompts")):
+        for file_name in sorted(names):
+            files.append(os.path.relpath(os.path.join(folder, file_name), ROODA_DIR))
+    return sorted(files)
+
+
+def command_vendor(options: Options, directory: str) -> int:
+    """`vendor <dir>`: install rooda into <dir>/.rooda/, refusing to overwrite edits."""
+    import json
+    import shutil
+
+    target = os.path.join(os.path.abspath(directory), VENDOR_DIR)
+    if not os.path.isdir(os.path.abspath(directory)):
+        raise RoodaError("vendor: %s is not a directory" % directory)
+    if os.path.realpath(target) == os.path.realpath(ROODA_DIR):
+        raise RoodaError("vendor: %s is this copy of rooda itself" % target)
+    manifest_path = os.path.join(target, VENDOR_MANIFEST)
+    old: Dict[str, str] = {}
+    if os.path.isfile(manifest_path):
+        try:
+            with open(manifest_path) as stream:
+                old = json.load(stream).get("files", {})
+        except (OSError, ValueError, AttributeError):
+            old = {}
+    new = {rel: _sha256(os.path.join(ROODA_DIR, rel)) for rel in _vendored_files()}
+    plan: List[Tuple[str, str]] = []   # (relative path, "new" | "update" | "same")
+    edited: List[str] = []
+    for rel, digest in new.items():
+        dest = os.path.join(target, rel)
+        if not os.path.exists(dest):
+            plan.append((rel, "new"))
+            continue
+        current = _sha256(dest)
+        if current == digest:
+            plan.append((rel, "same"))
+        elif old.get(rel) == current:
+            plan.append((rel, "update"))
+        else:
+            edited.append(rel)
+            plan.append((rel, "update"))
+    stale = [rel for rel in old if rel not in new and os.path.isfile(os.path.join(target, rel))]
+    edited += [rel for rel in stale if _sha256(os.path.join(target, rel)) != old[rel]]
+    if edited and not options.force:
+        names = ", ".join(os.path.join(VENDOR_DIR, rel) for rel in edited)
+        raise RoodaError("vendor: refusing to overwrite %s: edited since it was vendored (or not"
+                         " vendored by rooda); keep your changes elsewhere, or run again with"
+                         " --force" % names)
+    for rel, action in plan:
+        if action != "same":
+            dest = os.path.join(target, rel)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copy2(os.path.join(ROODA_DIR, rel), dest)
+    for rel in stale:
+        os.unlink(os.path.join(target, rel))
+    with open(os.path.join(target, ".gitignore"), "w") as stream:
+        stream.write("# session logs of rooda (python3 .rooda/rooda.py ...)\nlogs/\n")
+    with open(manifest_path, "w") as stream:
+        json.dump({"version": __version__, "files": new}, stream, indent=2, sort_keys=True)
+        stream.write("\n")
+    counts = {action: sum(1 for _, a in plan if a == action) for action in ("new", "update", "same")}
+    shown = os.path.join(directory, VENDOR_DIR)
+    write_stdout("vendored rooda %s into %s: %d new, %d updated, %d unchanged%s\n"
+                 "next: cd %s && python3 %s/rooda.py doctor build\n" % (
+                     __version__, shown, counts["new"], counts["update"], counts["same"],
+                     ", %d removed" % len(stale) if stale else "", directory, VENDOR_DIR))
+    return 0
+
+
 def dispatch(options: Options) -> int:
     if options.version or options.command == "version":
         write_stdout("rooda %s\n" % __version__)
@@ -3574,6 +3867,24 @@ def dispatch(options: Options) -> int:
         if len(words) > 2:
             raise UsageError("unexpected argument '%s' (usage: config [procedure] [--json])" % words[2])
         return command_config(options, words[0] if words else None)
+    if options.force and options.command != "vendor":
+        raise UsageError("--force is only for 'vendor'")
+    if options.command == "list":
+        if words:
+            raise UsageError("unexpected argument '%s' (usage: list)" % words[0])
+        return command_list(options)
+    if options.command == "info":
+        if len(words) != 1:
+            raise UsageError("usage: python3 rooda.py info <procedure>")
+        return command_info(options, words[0])
+    if options.command == "doctor":
+        if len(words) > 1:
+            raise UsageError("usage: python3 rooda.py doctor [<procedure>]")
+        return command_doctor(options, words[0] if words else None)
+    if options.command == "vendor":
+        if len(words) != 1:
+            raise UsageError("usage: python3 rooda.py vendor <dir> [--force]")
+        return command_vendor(options, words[0])
     if options.command == "prompt":
         if len(words) != 1:
             raise UsageError("usage: python3 rooda.py prompt <file> [options]")
