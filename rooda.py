@@ -3893,8 +3893,6 @@ def dispatch(options: Options) -> int:
         if not words:
             raise UsageError("'run' needs a procedure name, e.g. 'python3 rooda.py run build'")
         procedure, words = words[0], words[1:]
-    elif options.command in RESERVED_WORDS:
-        raise UsageError("the '%s' command is not available in this version" % options.command)
     else:
         procedure = options.command
     if len(words) > 1:
