@@ -20,8 +20,8 @@ lint:  ## compile on every interpreter found; mypy and pycodestyle when installe
 	@if $(PYTHON) -m pycodestyle --version >/dev/null 2>&1; then $(PYTHON) -m pycodestyle --max-line-length=110 rooda.py; \
 	  else echo "skipped: pycodestyle (pip install pycodestyle)"; fi
 
-bench:  ## rooda's own overhead (figures only; never fails on speed)
-	@echo "make bench: not built yet (see the open benchmark issue)"
+bench:  ## rooda's own overhead against the plain shell loop (prints figures; never fails on them)
+	$(PYTHON) tests/bench.py
 
 version:
 	@echo $(VERSION)

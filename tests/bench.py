@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""rooda.py's own overhead, measured against the plain shell loop (`make bench`).
+
+Five rows, each figure the median of several interleaved runs (A B A B ..., so that a
+busy moment of the machine hits both sides), each comparison a ratio of figures from
+the same run:
+
+  1. start-up: `rooda.py --version` and `rooda.py build --dry-run` against `python3 -c pass`
+  2. per-iteration overhead: rooda with `true` as the agent, 200 iterations, quiet, no
+     log, start-up subtracted, against a bash loop `cat prompt.md | true` with the same
+     prompt
+  3. streaming: an agent writing 1 GiB in 64 KiB chunks then the signal, rooda --verbose
+     to /dev/null with logging off and on, against the same agent piped into `cat`
+  4. memory: rooda's peak RSS with 1 MiB and with 1 GiB of agent output
+  5. signal latency: SIGINT to rooda while a cooperative agent runs, until rooda has
+     exited and the agent's process group is empty
+
+Standard library only; never fails on a figure (machines are noisy): it prints them.
+`--quick` uses fewer runs and 256 MiB for the streaming row; `--rows 2,3` runs only
+those rows.
+"""
+import os
+import platform
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROODA = os.path.join(os.path.dirname(HERE), "rooda.py")
+PYTHON = sys.executable
+QUICK = "--quick" in sys.argv
+# --rows 2,3 runs only those rows (while working on one figure)
+ROWS = {int(r) for r in sys.argv[sys.argv.index("--rows") + 1].split(",")} if "--rows" in sys.argv \
+    else {1, 2, 3, 4, 5}
+TARGETS = {"startup_ms": 35.0, "iteration_ratio": 0.6, "stream_ratio": 0.4, "rss_ratio": 1.3,
+           "signal_ms": 100.0}
+
+WRITER = r'''
+import os, sys
+total = int(sys.argv[1])
+block = (b"x" * 79 + b"\n") * (65536 // 80) + b"x" * (65536 % 80)
+view = memoryview(block)
+while total > 0:
+    n = min(total, len(block))
+    written = 0
+    while written < n:
+        written += os.write(1, view[written:n])
+    total -= n
+os.write(1, b"\n<promise>SUCCESS</promise>\n")
+'''
+
+# The floor: the least a Python loop can do per iteration -- posix_spawn `true` in a new
+# session with three pipes, wait for end of output, reap it.
+FLOOR = r'''
+import os, select, shutil, sys
+true = shutil.which("true")
+for _ in range(int(sys.argv[1])):
+    r0, w0 = os.pipe(); r1, w1 = os.pipe(); r2, w2 = os.pipe()
+    pid = os.posix_spawn(true, [true], os.environ, setsid=True, file_actions=[
+        (os.POSIX_SPAWN_DUP2, r0, 0), (os.POSIX_SPAWN_DUP2, w1, 1), (os.POSIX_SPAWN_DUP2, w2, 2)])
+    for fd in (r0, w1, w2, w0):
+        os.close(fd)
+    poller = select.poll()
+    poller.register(r1, select.POLLIN)
+    poller.register(r2, select.POLLIN)
+    left = 2
+    while left:
+        for fd, _ in poller.poll():
+            if not os.read(fd, 65536):
+                poller.unregister(fd)
+                os.close(fd)
+                left -= 1
+    os.waitpid(pid, 0)
+'''
+
+SLEEPER = r'''
+import os, sys, time
+open(sys.argv[1], "w").close()
+time.sleep(60)
+'''
+
+
+def run(argv, **kwargs):
+    """Wall-clock seconds of one command, its output discarded."""
+    started = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, **kwargs)
+    return time.perf_counter() - started
+
+
+def interleaved(commands, rounds):
+    """{name: median seconds} over `rounds` rounds of running every command once."""
+    times = {name: [] for name in commands}
+    for _ in range(rounds):
+        for name, (argv, kwargs) in commands.items():
+            times[name].append(run(argv, **kwargs))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def verdict(ok):
+    return "met" if ok else "MISSED"
+
+
+def row_startup(rounds):
+    times = interleaved({
+        "pass": ([PYTHON, "-c", "pass"], {}),
+        "version": ([PYTHON, ROODA, "--version"], {}),
+        "dry": ([PYTHON, ROODA, "build", "--dry-run", "--ai-cmd", "true"], {}),
+    }, rounds)
+    base = times["pass"] * 1000
+    version = times["version"] * 1000 - base
+    dry = times["dry"] * 1000 - base
+    print("1. start-up              python3 -c pass            %8.1f ms" % base)
+    print("                         rooda.py --version         %8.1f ms  +%.1f ms   target +%.0f ms: %s"
+          % (times["version"] * 1000, version, TARGETS["startup_ms"], verdict(version <= TARGETS["startup_ms"])))
+    print("                         rooda.py build --dry-run   %8.1f ms  +%.1f ms   target +%.0f ms: %s"
+          % (times["dry"] * 1000, dry, TARGETS["startup_ms"], verdict(dry <= TARGETS["startup_ms"])))
+    return {"startup_version_ms": version, "startup_dry_ms": dry}
+
+
+def row_iterations(rounds, work):
+    prompt = os.path.join(work, "prompt.md")
+    with open(prompt, "wb") as stream:
+        stream.write(subprocess.run([PYTHON, ROODA, "build", "--dry-run", "--ai-cmd", "true"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout)
+    count = 200
+    loop = 'for i in $(seq %d); do cat "%s" | true; done'
+    rooda = [PYTHON, ROODA, "build", "-q", "--no-log", "--ai-cmd", "true", "-n"]
+    floor = os.path.join(work, "floor.py")
+    with open(floor, "w") as stream:
+        stream.write(FLOOR)
+    times = interleaved({
+        "rooda_1": (rooda + ["1"], {"cwd": work}),
+        "rooda_n": (rooda + [str(count + 1)], {"cwd": work}),
+        "bash_1": (["bash", "-c", loop % (1, prompt)], {}),
+        "bash_n": (["bash", "-c", loop % (count + 1, prompt)], {}),
+        "floor_1": ([PYTHON, floor, "1"], {}),
+        "floor_n": ([PYTHON, floor, str(count + 1)], {}),
+    }, rounds)
+    per = {name: (times[name + "_n"] - times[name + "_1"]) / count * 1e6
+           for name in ("rooda", "bash", "floor")}
+    ratio = per["rooda"] / per["bash"]
+    print("2. per-iteration         bash: cat prompt.md | true %8.0f µs   (prompt %d bytes)"
+          % (per["bash"], os.path.getsize(prompt)))
+    print("                         rooda, agent `true`        %8.0f µs  ratio %.2f   target <= %.2f: %s"
+          % (per["rooda"], ratio, TARGETS["iteration_ratio"], verdict(ratio <= TARGETS["iteration_ratio"])))
+    print("                         floor: bare Python spawn   %8.0f µs  ratio %.2f   (what CPython can do)"
+          % (per["floor"], per["floor"] / per["bash"]))
+    return {"iteration_us": per["rooda"], "bash_iteration_us": per["bash"], "iteration_ratio": ratio,
+            "floor_ratio": per["floor"] / per["bash"]}
+
+
+def row_streaming(rounds, work, size):
+    writer = os.path.join(work, "writer.py")
+    with open(writer, "w") as stream:
+        stream.write(WRITER)
+    agent = "%s %s %%d" % (PYTHON, writer)
+    logs = os.path.join(work, "stream-logs")
+
+    def rooda(nbytes, log):
+        argv = [PYTHON, ROODA, "build", "-n", "1", "-v", "--ai-cmd", agent % nbytes]
+        argv += ["--log-dir", logs] if log else ["--no-log"]
+        return argv, {"cwd": work}
+
+    def cat(nbytes):
+        return ["sh", "-c", "%s | cat" % (agent % nbytes)], {}
+
+    times = interleaved({
+        "cat_0": cat(0), "cat": cat(size),
+        "rooda_0": rooda(0, False), "rooda": rooda(size, False),
+        "log_0": rooda(0, True), "log": rooda(size, True),
+    }, rounds)
+    shutil.rmtree(logs, ignore_errors=True)
+    gbps = {}
+    for name in ("cat", "rooda", "log"):
+        seconds = max(times[name] - times[name + "_0"], 1e-6)  # start-up subtracted
+        gbps[name] = size / seconds / 1e9
+    print("3. streaming (%4d MiB)  agent | cat                %8.2f GB/s" % (size >> 20, gbps["cat"]))
+    for name, label in (("rooda", "rooda -v, no log"), ("log", "rooda -v, log on")):
+        ratio = gbps[name] / gbps["cat"]
+        print("                         %-26s %8.2f GB/s  ratio %.2f   target >= %.2f: %s"
+              % (label, gbps[name], ratio, TARGETS["stream_ratio"], verdict(ratio >= TARGETS["stream_ratio"])))
+    return {"cat_gbps": gbps["cat"], "stream_gbps": gbps["rooda"], "stream_log_gbps": gbps["log"],
+            "stream_ratio": gbps["rooda"] / gbps["cat"], "stream_log_ratio": gbps["log"] / gbps["cat"]}
+
+
+def peak_rss_kib(argv, cwd):
+    """The peak RSS of one process (KiB), from wait4: the process and nothing else of ours."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, _, usage = os.wait4(proc.pid, 0)
+    proc.returncode = 0
+    scale = 1 if sys.platform.startswith("linux") else 1024  # macOS reports bytes
+    return usage.ru_maxrss / scale
+
+
+def row_memory(rounds, work):
+    # A tiny agent (sh and head), so that the peak is rooda's own; one line of zeros:
+    # the worst case for a line-oriented scanner.
+    agent = "sh -c 'head -c %d /dev/zero; echo; echo \"<promise>SUCCESS</promise>\"'"
+    results = {}
+    for label, nbytes in (("1 MiB", 1 << 20), ("1 GiB", 1 << 30)):
+        argv = [PYTHON, ROODA, "build", "-n", "1", "-q", "--no-log", "--ai-cmd", agent % nbytes]
+        results[label] = statistics.median(peak_rss_kib(argv, work) for _ in range(rounds)) / 1024
+    ratio = results["1 GiB"] / results["1 MiB"]
+    print("4. memory                peak RSS, 1 MiB output     %8.1f MiB" % results["1 MiB"])
+    print("                         peak RSS, 1 GiB output     %8.1f MiB  ratio %.2f   target <= %.1f: %s"
+          % (results["1 GiB"], ratio, TARGETS["rss_ratio"], verdict(ratio <= TARGETS["rss_ratio"])))
+    return {"rss_1mib": results["1 MiB"], "rss_1gib": results["1 GiB"], "rss_ratio": ratio}
+
+
+def group_empty(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as stream:
+                    fields = stream.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                return False
+    return True
+
+
+def row_signal(rounds, work):
+    sleeper = os.path.join(work, "sleeper.py")
+    with open(sleeper, "w") as stream:
+        stream.write(SLEEPER)
+    latencies = []
+    for index in range(rounds):
+        ready = os.path.join(work, "ready-%d" % index)
+        agent = "%s %s %s" % (PYTHON, sleeper, ready)
+        proc = subprocess.Popen([PYTHON, ROODA, "build", "-n", "1", "--no-log", "--ai-cmd", agent],
+                                cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(ready) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.05)  # let the agent settle into its sleep
+        children = [int(p) for p in open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)).read().split()] \
+            if os.path.exists("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) else []
+        started = time.perf_counter()
+        proc.send_signal(signal.SIGINT)
+        proc.wait()
+        while children and not all(group_empty(pid) for pid in children):
+            time.sleep(0.0005)
+        latencies.append((time.perf_counter() - started) * 1000)
+    latency = statistics.median(latencies)
+    print("5. signal latency        SIGINT -> exit, group empty %7.1f ms                target < %.0f ms: %s"
+          % (latency, TARGETS["signal_ms"], verdict(latency < TARGETS["signal_ms"])))
+    return {"signal_ms": latency}
+
+
+def main():
+    started = time.monotonic()
+    rounds = 5 if QUICK else 11
+    version = subprocess.run([PYTHON, ROODA, "--version"], stdout=subprocess.PIPE).stdout.decode().strip()
+    print("%s bench: Python %s, %s %s, %d cores%s" % (
+        version, platform.python_version(), platform.system(), platform.machine(),
+        os.cpu_count() or 1, " (quick)" if QUICK else ""))
+    print("medians of %d interleaved runs; ratios from the same run\n" % rounds)
+    work = tempfile.mkdtemp(prefix="rooda-bench-")
+    figures = {}
+    try:
+        if 1 in ROWS:
+            figures.update(row_startup(rounds * 2))
+        if 2 in ROWS:
+            figures.update(row_iterations(rounds, work))
+        if 3 in ROWS:
+            figures.update(row_streaming(3 if QUICK else 5, work, (256 if QUICK else 1024) << 20))
+        if 4 in ROWS:
+            figures.update(row_memory(3, work))
+        if 5 in ROWS:
+            figures.update(row_signal(rounds, work))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("\n(%.0f s)" % (time.monotonic() - started))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
