@@ -1781,6 +1781,7 @@ class SignalScanner:
         else:
             self.echoes = self._prompt_echoes(prompt)
             SignalScanner._last_echoes = (key, self.echoes)
+        self.first_bytes = {marker[:1] for marker in self.bare}
         longest = max((len(m) for m in self.bare), default=1)
         self.seam = longest - 1
         # An open line longer than this cannot equal a prompt line (padding aside).
@@ -1840,9 +1841,20 @@ class SignalScanner:
         return frozenset(self.found)
 
     def _may_hold_signal(self, line: bytes, chunk: bytes) -> bool:
-        seam = line[-self.seam:] + chunk[:self.seam] if self.seam and line else b""
+        if self.seam and line:  # a signal split across the previous read and this one
+            seam = line[-self.seam:] + chunk[:self.seam]
+            for marker, _ in self.markers:
+                if marker in seam:
+                    return True
+        # A one-byte search is a memchr, several times faster than a marker search:
+        # most chunks hold none of the markers' first bytes and are done here.
+        for first in self.first_bytes:
+            if first in chunk:
+                break
+        else:
+            return False
         for marker, _ in self.markers:
-            if marker in chunk or (seam and marker in seam):
+            if marker in chunk:
                 return True
         return False
 
@@ -3982,7 +3994,8 @@ def command_vendor(options: Options, directory: str) -> int:
     for rel in stale:
         os.unlink(os.path.join(target, rel))
     with open(os.path.join(target, ".gitignore"), "w") as stream:
-        stream.write("# session logs of rooda (python3 .rooda/rooda.py ...)\nlogs/\n")
+        stream.write("# session logs of rooda (python3 .rooda/rooda.py ...), and its bytecode cache\n"
+                     "logs/\n__pycache__/\n")
     with open(manifest_path, "w") as stream:
         json.dump({"version": __version__, "files": new}, stream, indent=2, sort_keys=True)
         stream.write("\n")
