@@ -201,7 +201,7 @@ def test_vendor_then_run_from_the_project(tmp_path):
     assert done.returncode == 0, done.stderr
     assert b"next: cd " in done.stdout
     vendored = project / ".rooda"
-    assert (vendored / ".gitignore").read_text().endswith("logs/\n")
+    assert {"logs/", "__pycache__/"} <= set((vendored / ".gitignore").read_text().splitlines())
     manifest = json.loads((vendored / "manifest.json").read_text())
     assert manifest["files"]["rooda.py"] == rooda._sha256(ROODA)
     dry = subprocess.run([sys.executable, ".rooda/rooda.py", "build", "--dry-run"], cwd=str(project),
