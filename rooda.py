@@ -1962,6 +1962,9 @@ def _ignore_signal(signum: int, frame: object) -> None:
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group exists (zombies included: reap them first)."""
+    if not hasattr(os, "killpg"):
+        return False  # Windows: the caller asks the process itself
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -1972,9 +1975,13 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _signal_group(pgid: int, signum: int) -> None:
+    """Send a signal to a process group; on Windows, terminate the process itself."""
     try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
+        if hasattr(os, "killpg"):
+            os.killpg(pgid, signum)
+        else:
+            os.kill(pgid, signal.SIGTERM)  # TerminateProcess: Windows has no groups to signal
+    except (ProcessLookupError, PermissionError, OSError):
         pass
 
 
@@ -2144,7 +2151,8 @@ def _spawn(argv: List[str], use_stdin: bool, env: Optional[Dict[str, str]],
             import subprocess
 
             popen = subprocess.Popen(argv, stdin=stdin_read, stdout=out_write, stderr=err_write,
-                                     cwd=cwd, env=env, start_new_session=True)
+                                     cwd=cwd, env=env, start_new_session=os.name != "nt",
+                                     creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0))
             child = _Child(popen.pid, popen)
     except OSError as exc:
         for fd in theirs + (stdin_write, out_read, err_read):
@@ -2169,8 +2177,6 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
     with the prompt, removed afterwards) or {prompt} (the text as one argument); then
     stdin is /dev/null.
     """
-    import selectors
-
     argv = list(argv)
     prompt_bytes = prompt.encode("utf-8")
     prompt_path = None
@@ -2193,7 +2199,7 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
         child, stdin_fd, out_fd, err_fd = _spawn(argv, use_stdin, env, cwd)
         result = _communicate(child, stdin_fd, out_fd, err_fd, prompt_bytes if use_stdin else b"",
                               scanner, on_stdout, on_stderr, guard, iteration_timeout,
-                              idle_timeout, kill_grace, tail_bytes, started, selectors, subreaper)
+                              idle_timeout, kill_grace, tail_bytes, started, subreaper)
         if subreaper:
             _terminate_escapees({child.pid}, kill_grace)
         return result
@@ -2205,53 +2211,191 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
                 pass
 
 
+class _SelectorPump:
+    """The agent's pipes in one selector: the prompt written as stdin accepts it, stdout
+    and stderr read in 64 KiB chunks, and the signal wake-up fd (SIGCHLD included)."""
+
+    def __init__(self, stdin_fd: Optional[int], out_fd: int, err_fd: int, prompt: bytes,
+                 guard: Optional[SignalGuard]) -> None:
+        import selectors
+
+        self.events = selectors
+        self.selector = selectors.DefaultSelector()
+        self.guard = guard
+        self.readers: Dict[int, str] = {}
+        for name, fd in (("stdout", out_fd), ("stderr", err_fd)):
+            os.set_blocking(fd, False)
+            if PIPE_BUFFER_BYTES:
+                try:  # a larger pipe lets a fast agent go on writing while we pass it on
+                    import fcntl
+
+                    fcntl.fcntl(fd, 1031, PIPE_BUFFER_BYTES)  # F_SETPIPE_SZ (Linux)
+                except (ImportError, OSError):
+                    pass
+            self.readers[fd] = name
+            self.selector.register(fd, selectors.EVENT_READ, name)
+        self.stdin_fd, self.stdin_view = stdin_fd, None
+        if stdin_fd is not None:
+            if prompt:
+                os.set_blocking(stdin_fd, False)
+                self.stdin_view = memoryview(prompt)
+                self.selector.register(stdin_fd, selectors.EVENT_WRITE, "stdin")
+            else:
+                self.close_stdin()
+        wake_fd = guard.wake_fd if guard is not None else None
+        if wake_fd is not None:
+            self.selector.register(wake_fd, selectors.EVENT_READ, "wake")
+        self.needs_polling = wake_fd is None  # no SIGCHLD wake-up: poll for the agent's exit
+
+    def streams_open(self) -> bool:
+        return bool(self.readers)
+
+    def wait(self, timeout: Optional[float]) -> List[Tuple[str, bytes]]:
+        """Output that arrived within `timeout` as (stream, chunk); b"" marks the end."""
+        arrived: List[Tuple[str, bytes]] = []
+        for key, _ in self.selector.select(timeout):
+            if key.data == "wake":
+                self.guard.drain()
+            elif key.data == "stdin":
+                try:
+                    written = os.write(key.fd, self.stdin_view[:READ_SIZE])
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    self.close_stdin()  # the agent does not read its stdin: fine
+                    continue
+                self.stdin_view = self.stdin_view[written:]
+                if not self.stdin_view:
+                    self.close_stdin()
+            else:
+                # Read until the pipe is empty (at most READS_PER_WAKEUP chunks), so that
+                # a fast agent costs one select per burst, not one per chunk.
+                for _ in range(READS_PER_WAKEUP):
+                    try:
+                        chunk = os.read(key.fd, READ_SIZE)
+                    except (BlockingIOError, InterruptedError):
+                        break
+                    arrived.append((key.data, chunk))
+                    if not chunk:
+                        self.selector.unregister(key.fd)
+                        os.close(key.fd)
+                        del self.readers[key.fd]
+                        break
+                    if len(chunk) < READ_SIZE:
+                        break
+        return arrived
+
+    def close_stdin(self) -> None:
+        if self.stdin_fd is not None:
+            if self.stdin_view is not None:
+                self.selector.unregister(self.stdin_fd)
+            os.close(self.stdin_fd)
+            self.stdin_fd, self.stdin_view = None, None
+
+    def close(self) -> None:
+        self.close_stdin()
+        for fd in list(self.readers):
+            self.selector.unregister(fd)
+            os.close(fd)
+        self.readers.clear()
+        self.selector.close()
+
+
+class _ThreadPump:
+    """The same with a thread per pipe, where selectors cannot watch pipes (Windows).
+    ROODA_THREADED_IO=1 forces it on POSIX, so that it is tested there too.
+
+    Each thread owns its pipe end and closes it at end of file; the main thread polls
+    the queue (50 ms at most) for output, the agent's exit and signals."""
+
+    def __init__(self, stdin_fd: Optional[int], out_fd: int, err_fd: int, prompt: bytes,
+                 guard: Optional[SignalGuard]) -> None:
+        import queue
+        import threading
+
+        self.queue: "queue.Queue[Tuple[str, bytes]]" = queue.Queue()
+        self.empty = queue.Empty
+        self.open_streams = 2
+        self.needs_polling = True
+        for name, fd in (("stdout", out_fd), ("stderr", err_fd)):
+            threading.Thread(target=self._read, args=(name, fd), daemon=True).start()
+        if stdin_fd is not None:
+            threading.Thread(target=self._write, args=(stdin_fd, prompt), daemon=True).start()
+
+    def _read(self, name: str, fd: int) -> None:
+        try:
+            while True:
+                chunk = os.read(fd, READ_SIZE)
+                self.queue.put((name, chunk))
+                if not chunk:
+                    break
+        except OSError:
+            self.queue.put((name, b""))
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _write(fd: int, prompt: bytes) -> None:
+        try:
+            view = memoryview(prompt)
+            while view:
+                view = view[os.write(fd, view[:READ_SIZE]):]
+        except OSError:
+            pass  # the agent does not read its stdin (or has gone): fine
+        finally:
+            os.close(fd)
+
+    def streams_open(self) -> bool:
+        return self.open_streams > 0
+
+    def wait(self, timeout: Optional[float]) -> List[Tuple[str, bytes]]:
+        arrived: List[Tuple[str, bytes]] = []
+        try:
+            arrived.append(self.queue.get(timeout=0.05 if timeout is None else min(timeout, 0.05)))
+            while len(arrived) < 2 * READS_PER_WAKEUP:
+                arrived.append(self.queue.get_nowait())
+        except self.empty:
+            pass
+        self.open_streams -= sum(1 for _, chunk in arrived if not chunk)
+        return arrived
+
+    def close_stdin(self) -> None:
+        pass  # the writer ends by itself: when done, or with EPIPE once the agent is gone
+
+    def close(self) -> None:
+        pass  # readers still blocked (a pipe held by an unkillable process) are daemons
+
+
+def _threaded_io() -> bool:
+    return os.name == "nt" or os.environ.get("ROODA_THREADED_IO") == "1"
+
+
 def _communicate(proc: _Child, stdin_fd: Optional[int], out_fd: int, err_fd: int,
                  prompt_bytes: bytes, scanner: SignalScanner, on_stdout, on_stderr, guard,
-                 iteration_timeout, idle_timeout, kill_grace, tail_bytes, started, selectors,
+                 iteration_timeout, idle_timeout, kill_grace, tail_bytes, started,
                  subreaper: bool) -> AgentResult:
-    """The selector loop of run_agent: feed stdin, pump and scan output, enforce the
-    timeouts, and terminate the process group (TERM, grace, KILL) when it must end.
+    """The loop of run_agent: feed stdin, pump and scan output, enforce the timeouts,
+    and terminate the process group (TERM, grace, KILL) when it must end.
 
     As subreaper we adopt the agent's orphans; those that die must be reaped here, or
     their zombies would keep the group alive for the whole grace period."""
+    import collections
+
     pgid = proc.pid
+    pump = (_ThreadPump if _threaded_io() else _SelectorPump)(
+        stdin_fd, out_fd, err_fd, prompt_bytes, guard)
+    sinks = {"stdout": on_stdout, "stderr": on_stderr}
+    seen_signals = guard.count if guard is not None else 0
 
     def group_alive() -> bool:
+        if os.name == "nt":
+            return proc.returncode is None  # no process groups to probe
         if not _group_alive(pgid):
             return False  # the common case: one syscall, no /proc
         if subreaper and proc.returncode is not None:
             _reap(_adopted((proc.pid,)))
             return _group_alive(pgid)
         return True
-
-    selector = selectors.DefaultSelector()
-    readers = {}
-    for name, fd, sink in (("stdout", out_fd, on_stdout), ("stderr", err_fd, on_stderr)):
-        os.set_blocking(fd, False)
-        if PIPE_BUFFER_BYTES:
-            try:  # a larger pipe lets a fast agent go on writing while we pass on its output
-                import fcntl
-
-                fcntl.fcntl(fd, 1031, PIPE_BUFFER_BYTES)  # F_SETPIPE_SZ (Linux)
-            except (ImportError, OSError):
-                pass
-        readers[fd] = (name, sink)
-        selector.register(fd, selectors.EVENT_READ, name)
-    stdin_view = None
-    if stdin_fd is not None:
-        if prompt_bytes:
-            os.set_blocking(stdin_fd, False)
-            stdin_view = memoryview(prompt_bytes)
-            selector.register(stdin_fd, selectors.EVENT_WRITE, "stdin")
-        else:
-            os.close(stdin_fd)
-            stdin_fd = None
-    wake_fd = guard.wake_fd if guard is not None else None
-    if wake_fd is not None:
-        selector.register(wake_fd, selectors.EVENT_READ, "wake")
-    seen_signals = guard.count if guard is not None else 0
-
-    import collections
 
     tail: "collections.deque[bytes]" = collections.deque()  # the last chunks, not copies
     tail_size = 0
@@ -2260,20 +2404,13 @@ def _communicate(proc: _Child, stdin_fd: Optional[int], out_fd: int, err_fd: int
     exited_at = None          # when the agent itself was seen to exit
     term_at = None            # when SIGTERM went to the group
     kill_at = None            # when SIGKILL went to the group
+    swept = False             # escapees holding our pipes were terminated
     timed_out = None          # "timeout" | "idle"
     interrupted = None        # the signal that interrupted this iteration
 
-    def close_stdin() -> None:
-        nonlocal stdin_view, stdin_fd
-        if stdin_fd is not None:
-            if stdin_view is not None:
-                selector.unregister(stdin_fd)
-            os.close(stdin_fd)
-            stdin_fd, stdin_view = None, None
-
     def terminate(now: float) -> None:
         nonlocal term_at
-        close_stdin()
+        pump.close_stdin()
         term_at = now
         _signal_group(pgid, signal.SIGTERM)
 
@@ -2297,12 +2434,19 @@ def _communicate(proc: _Child, stdin_fd: Optional[int], out_fd: int, err_fd: int
                     terminate(now)
                 elif kill_at is None:
                     kill(now)  # a second signal during the grace period kills at once
-            pipes_open = bool(readers)
+            pipes_open = pump.streams_open()
             if exited_at is not None and not pipes_open:
                 if not group_alive():
                     break
                 if term_at is None:
                     terminate(now)  # leftovers that do not hold our pipes
+            elif exited_at is not None and term_at is not None and subreaper and not swept \
+                    and not group_alive():
+                # The group is gone yet the pipes are held: by descendants that left the
+                # group (setsid), now adopted by us. Terminate them rather than wait.
+                swept = True
+                _terminate_escapees((proc.pid,), kill_grace)
+                continue
             if kill_at is not None:
                 if now - kill_at >= KILL_WAIT_SECONDS:
                     break  # something unkillable holds the pipes: give up on them
@@ -2336,55 +2480,26 @@ def _communicate(proc: _Child, stdin_fd: Optional[int], out_fd: int, err_fd: int
             timeout = max(0.0, min(deadlines) - now) if deadlines else None
             if term_at is not None or (exited_at is not None and not pipes_open):
                 timeout = GROUP_POLL_SECONDS if timeout is None else min(timeout, GROUP_POLL_SECONDS)
-            if wake_fd is None and exited_at is None:
-                timeout = 0.05 if timeout is None else min(timeout, 0.05)  # no SIGCHLD: poll
+            if pump.needs_polling and exited_at is None:
+                timeout = 0.05 if timeout is None else min(timeout, 0.05)
 
-            for key, _ in selector.select(timeout):
-                tag = key.data
-                if tag == "wake":
-                    guard.drain()
-                elif tag == "stdin":
-                    try:
-                        written = os.write(key.fd, stdin_view[:READ_SIZE])
-                    except (BlockingIOError, InterruptedError):
-                        continue
-                    except (BrokenPipeError, OSError):
-                        close_stdin()  # the agent does not read its stdin: fine
-                        continue
-                    stdin_view = stdin_view[written:]
-                    if not stdin_view:
-                        close_stdin()
-                else:
-                    # Read until the pipe is empty (at most READS_PER_WAKEUP chunks), so
-                    # that a fast agent costs one select per burst, not one per chunk.
-                    name, sink = readers[key.fd]
-                    for _ in range(READS_PER_WAKEUP):
-                        try:
-                            chunk = os.read(key.fd, READ_SIZE)
-                        except (BlockingIOError, InterruptedError):
-                            break
-                        if not chunk:
-                            selector.unregister(key.fd)
-                            os.close(key.fd)
-                            del readers[key.fd]
-                            break
-                        output_bytes += len(chunk)
-                        scanner.feed(name, chunk)
-                        tail.append(chunk)
-                        tail_size += len(chunk)
-                        while tail_size - len(tail[0]) >= tail_bytes:
-                            tail_size -= len(tail.popleft())
-                        if sink is not None:
-                            sink(chunk)
-                        if len(chunk) < READ_SIZE:
-                            break
-                    last_output = time.monotonic()
+            arrived = pump.wait(timeout)
+            for name, chunk in arrived:
+                if not chunk:
+                    continue
+                output_bytes += len(chunk)
+                scanner.feed(name, chunk)
+                tail.append(chunk)
+                tail_size += len(chunk)
+                while tail_size - len(tail[0]) >= tail_bytes:
+                    tail_size -= len(tail.popleft())
+                sink = sinks[name]
+                if sink is not None:
+                    sink(chunk)
+            if arrived:
+                last_output = time.monotonic()
     finally:
-        close_stdin()
-        for fd in list(readers):
-            selector.unregister(fd)
-            os.close(fd)
-        selector.close()
+        pump.close()
         if proc.returncode is None:
             _signal_group(pgid, signal.SIGKILL)
             proc.wait(KILL_WAIT_SECONDS)  # an unkillable agent must not hang rooda
