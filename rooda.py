@@ -1127,7 +1127,7 @@ def validate_config(data: dict, report: Callable[[tuple, str], None]) -> None:
                 problem = check(value)
                 if problem:
                     report(where + (key,), problem)
-        missing = [phase for phase in PHASES if not procedure.get(phase)]
+        missing = [phase for phase in PHASES if procedure.get(phase) is None]  # invalid: said already
         if missing:
             report(where, "missing %s: every procedure needs the four phases observe, orient,"
                    " decide and act" % ", ".join(missing))
@@ -1621,7 +1621,7 @@ def resolve_agent(config: Config, procedure_name: Optional[str], ai_cmd: Optiona
         ("alias", config.loop("ai_cmd_alias"), "loop.ai_cmd_alias"),
     )
     for kind, value, origin in choices:
-        if value:
+        if value is not None:  # an explicit "" is a mistake to report, not "nothing given"
             if kind == "alias":
                 return from_alias(value, origin)
             return AgentCommand(argv=_split_command(value, origin), env={},
@@ -2313,7 +2313,9 @@ class _ThreadPump:
         import queue
         import threading
 
-        self.queue: "queue.Queue[Tuple[str, bytes]]" = queue.Queue()
+        # Bounded, so that a fast agent waits for us (backpressure) instead of filling
+        # memory: at most 2 x READS_PER_WAKEUP chunks in flight.
+        self.queue: "queue.Queue[Tuple[str, bytes]]" = queue.Queue(maxsize=2 * READS_PER_WAKEUP)
         self.empty = queue.Empty
         self.open_streams = 2
         self.needs_polling = True
@@ -4136,12 +4138,12 @@ def dispatch(options: Options) -> int:
     words = options.words
     if options.json and options.command != "config":
         raise UsageError("--json is only for 'config'")
+    if options.force and options.command != "vendor":
+        raise UsageError("--force is only for 'vendor'")
     if options.command == "config":
         if len(words) > 2:
             raise UsageError("unexpected argument '%s' (usage: config [procedure] [--json])" % words[2])
         return command_config(options, words[0] if words else None)
-    if options.force and options.command != "vendor":
-        raise UsageError("--force is only for 'vendor'")
     if options.command == "list":
         if words:
             raise UsageError("unexpected argument '%s' (usage: list)" % words[0])

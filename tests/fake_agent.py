@@ -24,6 +24,7 @@ A step is a mapping:
      {"sleep": SECONDS}
      {"touch": NAME}                   create FAKE_AGENT_STATE/NAME (an event a test awaits)
      {"write_file": PATH, "text": TEXT} write a file (relative to the working directory)
+     {"remove": PATH}                  delete a file (relative to the working directory)
      {"wait_for": NAME}                wait (up to 30 s) until a test creates that file
      {"background": SECONDS, "hold_output": true|false, "setsid": false, "name": NAME}
                                        start a child that sleeps; its pid goes to
@@ -122,6 +123,8 @@ def main():
         elif "write_file" in action:
             with open(action["write_file"], "w") as stream:
                 stream.write(action["text"])
+        elif "remove" in action:
+            os.unlink(action["remove"])
         elif "wait_for" in action:
             target = os.path.join(state, action["wait_for"])
             deadline = time.monotonic() + 30
