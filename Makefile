@@ -2,13 +2,16 @@
 PYTHON ?= python3
 VERSION := $(shell $(PYTHON) -c "import rooda; print(rooda.__version__)")
 
-.PHONY: test test-compat lint bench version
+.PHONY: test test-compat fuzz lint bench version
 
 test:  ## the whole test suite (about a minute on 2 cores)
 	$(PYTHON) -m pytest -q tests
 
 test-compat:  ## the end-to-end smoke test on every CPython 3.8-3.13 found
 	$(PYTHON) -m pytest -v -rs tests/test_compat.py
+
+fuzz:  ## the config loaders' property tests with 20000 examples each (a few minutes)
+	ROODA_FUZZ_EXAMPLES=20000 $(PYTHON) -m pytest -q tests/test_yaml.py -k "mutated or random or round_trip"
 
 lint:  ## compile on every interpreter found; mypy and pycodestyle when installed
 	@for v in 3.8 3.9 3.10 3.11 3.12 3.13; do \

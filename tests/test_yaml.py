@@ -92,8 +92,10 @@ def test_the_go_rooda_example_config_loads_and_dry_runs(workspace, capfd):
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-PROFILE = settings(max_examples=int(os.environ.get("ROODA_FUZZ_EXAMPLES", "300")),
-                   derandomize=True, deadline=None)
+# Seeded (derandomize), so a failure reproduces; `make fuzz` raises the counts.
+EXAMPLES = int(os.environ.get("ROODA_FUZZ_EXAMPLES") or 0)
+PROFILE = settings(max_examples=EXAMPLES or 300, derandomize=True, deadline=None)
+FUZZ = settings(max_examples=EXAMPLES or 1500, derandomize=True, deadline=None)
 
 
 def emit(value, indent=0):
@@ -185,7 +187,7 @@ def loads_or_config_error(function, document):
         assert line is None or 1 <= line <= document.count("\n") + 2
 
 
-@PROFILE
+@FUZZ
 @given(mutated())
 def test_mutated_yaml_gives_data_or_a_config_error(document):
     loads_or_config_error(lambda d: rooda.parse_config_text(d, "fuzz.yml", True), document)
@@ -202,7 +204,7 @@ def test_random_text_gives_data_or_a_config_error(document):
 JSON_SEEDS = [json.dumps(rooda.load_yaml(read(path))) for path in VALID if "nan" not in path]
 
 
-@PROFILE
+@FUZZ
 @given(st.sampled_from(JSON_SEEDS), st.lists(st.tuples(st.integers(0, 400), st.sampled_from(
     list('{}[]:,"\\ 0-.eE\n') + ["true", "null", '"k": 1']), st.integers(0, 3)), max_size=5))
 def test_mutated_json_gives_data_or_a_config_error(document, edits):
