@@ -24,13 +24,16 @@ Sections, in this order (each name is defined before it is used):
    6. Configuration tiers
    7. Agent command
    8. Prompt assembly
-   9. Agent process
-  10. Gates
-  11. Session logs
-  12. Progress lines
-  13. The loop
-  14. Command line
-  15. main
+   9. Signal scanning
+  10. Signals and process groups
+  11. Agent process
+  12. Gates
+  13. Session logs
+  14. Progress lines
+  15. The loop
+  16. Command line
+  17. Commands
+  18. main
 """
 from __future__ import annotations
 
@@ -1738,15 +1741,10 @@ def describe_previous(iteration: int, outcome: str, exit_code: int, tail: bytes,
 
 
 # ----------------------------------------------------------------------
-# 9. Agent process
+# 9. Signal scanning
 # ----------------------------------------------------------------------
-# One selector loop (the shape of CPython's subprocess._communicate): the prompt is
-# written to the agent's stdin as the pipe accepts it while stdout and stderr are
-# read in 64 KiB chunks, so neither side can block the other; a wake-up fd carries
-# SIGINT/SIGTERM/SIGHUP and SIGCHLD into the loop. Signal handlers only record; the
-# loop acts. The agent runs in its own session, and its whole process group is
-# terminated at the end of every iteration.
-
+# Promise signals are found in the agent's output as bytes, across read boundaries,
+# with the echo guard of SPEC 5 and bounded memory, whatever the agent prints.
 
 class _StreamLines:
     """The scanner's state for one stream: the open line (or its tail) and its signals."""
@@ -1874,12 +1872,12 @@ class SignalScanner:
         self.found |= kinds
 
 
-class AgentResult(Record):
-    """What one run of the agent produced."""
-
-    __slots__ = ("exit_code", "signal", "timed_out", "signals", "tail", "output_bytes",
-                 "interrupted", "seconds")
-
+# ----------------------------------------------------------------------
+# 10. Signals and process groups
+# ----------------------------------------------------------------------
+# Handlers only record; the loop acts. The agent runs in its own session, its group is
+# terminated (TERM, grace, KILL), and on Linux rooda is a child subreaper so that
+# descendants that escaped the group are found and terminated too.
 
 class SignalGuard:
     """Records SIGINT, SIGTERM and SIGHUP while the loop runs, and wakes it for them and
@@ -2089,6 +2087,25 @@ def _terminate_escapees(own_pids: Iterable[int], grace: float) -> None:
         _reap(escapees)
 
 
+# ----------------------------------------------------------------------
+# 11. Agent process
+# ----------------------------------------------------------------------
+# One selector loop (the shape of CPython's subprocess._communicate): the prompt is
+# written to the agent's stdin as the pipe accepts it while stdout and stderr are
+# read in 64 KiB chunks, so neither side can block the other; a wake-up fd carries
+# SIGINT/SIGTERM/SIGHUP and SIGCHLD into the loop. Where selectors cannot watch pipes
+# (Windows), a thread per pipe feeds a bounded queue instead (_ThreadPump); both pumps
+# share one state machine for timeouts and kills. The agent runs in its own session,
+# and its whole process group is terminated at the end of every iteration.
+
+
+class AgentResult(Record):
+    """What one run of the agent produced."""
+
+    __slots__ = ("exit_code", "signal", "timed_out", "signals", "tail", "output_bytes",
+                 "interrupted", "seconds")
+
+
 class _Child:
     """The agent process: its pid (also its process group) and, once reaped, its status."""
 
@@ -2162,53 +2179,6 @@ def _spawn(argv: List[str], use_stdin: bool, env: Optional[Dict[str, str]],
     for fd in theirs:
         os.close(fd)
     return child, stdin_write, out_read, err_read
-
-
-def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]] = None,
-              cwd: Optional[str] = None, scanner: Optional[SignalScanner] = None,
-              on_stdout: Optional[Callable[[bytes], None]] = None,
-              on_stderr: Optional[Callable[[bytes], None]] = None,
-              guard: Optional[SignalGuard] = None, iteration_timeout: Optional[float] = None,
-              idle_timeout: Optional[float] = None, kill_grace: float = 5.0,
-              tail_bytes: int = 65536) -> AgentResult:
-    """Run the agent once and return what happened; no process of its group survives.
-
-    The prompt goes to stdin, unless the command holds {prompt_file} (a temporary file
-    with the prompt, removed afterwards) or {prompt} (the text as one argument); then
-    stdin is /dev/null.
-    """
-    argv = list(argv)
-    prompt_bytes = prompt.encode("utf-8")
-    prompt_path = None
-    use_stdin = True
-    if any(PROMPT_FILE_TOKEN in part for part in argv):
-        import tempfile
-
-        handle, prompt_path = tempfile.mkstemp(prefix="rooda-prompt-", suffix=".md")
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(prompt_bytes)
-        argv = [part.replace(PROMPT_FILE_TOKEN, prompt_path) for part in argv]
-        use_stdin = False
-    if any(PROMPT_TOKEN in part for part in argv):
-        argv = [part.replace(PROMPT_TOKEN, prompt) for part in argv]
-        use_stdin = False
-    scanner = scanner or SignalScanner({SIGNAL_SUCCESS: [], SIGNAL_FAILURE: []}, "")
-    subreaper = become_subreaper()
-    started = time.monotonic()
-    try:
-        child, stdin_fd, out_fd, err_fd = _spawn(argv, use_stdin, env, cwd)
-        result = _communicate(child, stdin_fd, out_fd, err_fd, prompt_bytes if use_stdin else b"",
-                              scanner, on_stdout, on_stderr, guard, iteration_timeout,
-                              idle_timeout, kill_grace, tail_bytes, started, subreaper)
-        if subreaper:
-            _terminate_escapees({child.pid}, kill_grace)
-        return result
-    finally:
-        if prompt_path is not None:
-            try:
-                os.unlink(prompt_path)
-            except OSError:
-                pass
 
 
 class _SelectorPump:
@@ -2519,8 +2489,55 @@ def _communicate(proc: _Child, stdin_fd: Optional[int], out_fd: int, err_fd: int
     )
 
 
+def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]] = None,
+              cwd: Optional[str] = None, scanner: Optional[SignalScanner] = None,
+              on_stdout: Optional[Callable[[bytes], None]] = None,
+              on_stderr: Optional[Callable[[bytes], None]] = None,
+              guard: Optional[SignalGuard] = None, iteration_timeout: Optional[float] = None,
+              idle_timeout: Optional[float] = None, kill_grace: float = 5.0,
+              tail_bytes: int = 65536) -> AgentResult:
+    """Run the agent once and return what happened; no process of its group survives.
+
+    The prompt goes to stdin, unless the command holds {prompt_file} (a temporary file
+    with the prompt, removed afterwards) or {prompt} (the text as one argument); then
+    stdin is /dev/null.
+    """
+    argv = list(argv)
+    prompt_bytes = prompt.encode("utf-8")
+    prompt_path = None
+    use_stdin = True
+    if any(PROMPT_FILE_TOKEN in part for part in argv):
+        import tempfile
+
+        handle, prompt_path = tempfile.mkstemp(prefix="rooda-prompt-", suffix=".md")
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(prompt_bytes)
+        argv = [part.replace(PROMPT_FILE_TOKEN, prompt_path) for part in argv]
+        use_stdin = False
+    if any(PROMPT_TOKEN in part for part in argv):
+        argv = [part.replace(PROMPT_TOKEN, prompt) for part in argv]
+        use_stdin = False
+    scanner = scanner or SignalScanner({SIGNAL_SUCCESS: [], SIGNAL_FAILURE: []}, "")
+    subreaper = become_subreaper()
+    started = time.monotonic()
+    try:
+        child, stdin_fd, out_fd, err_fd = _spawn(argv, use_stdin, env, cwd)
+        result = _communicate(child, stdin_fd, out_fd, err_fd, prompt_bytes if use_stdin else b"",
+                              scanner, on_stdout, on_stderr, guard, iteration_timeout,
+                              idle_timeout, kill_grace, tail_bytes, started, subreaper)
+        if subreaper:
+            _terminate_escapees({child.pid}, kill_grace)
+        return result
+    finally:
+        if prompt_path is not None:
+            try:
+                os.unlink(prompt_path)
+            except OSError:
+                pass
+
+
 # ----------------------------------------------------------------------
-# 10. Gates
+# 12. Gates
 # ----------------------------------------------------------------------
 # The opt-in gates of the Ralph variants (SPEC 6): verify (a quality gate after each
 # iteration), done_when (a queue check before each), requires (paths), stuck
@@ -2724,7 +2741,7 @@ def error_excerpt(output: bytes, lines: int = 5) -> List[str]:
 
 
 # ----------------------------------------------------------------------
-# 11. Session logs
+# 13. Session logs
 # ----------------------------------------------------------------------
 # Two files per run (SPEC 8): `.log` for people (seed 002's shape) and `.jsonl` for
 # programs, both opened with O_APPEND and written with one os.write per piece, so
@@ -2810,7 +2827,7 @@ class SessionLog:
 
 
 # ----------------------------------------------------------------------
-# 12. Progress lines
+# 14. Progress lines
 # ----------------------------------------------------------------------
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
@@ -2911,7 +2928,7 @@ class PassThrough:
 
 
 # ----------------------------------------------------------------------
-# 13. The loop
+# 15. The loop
 # ----------------------------------------------------------------------
 
 class RunPlan(Record):
@@ -3335,7 +3352,7 @@ def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
 
 
 # ----------------------------------------------------------------------
-# 14. Command line
+# 16. Command line
 # ----------------------------------------------------------------------
 
 HELP = """\
@@ -3685,6 +3702,12 @@ def _agent_origin(config: Config, procedure_name: str,
             return config.where(("loop", key))
     return (TIER_BUILTIN, "found on PATH")
 
+
+# ----------------------------------------------------------------------
+# 17. Commands
+# ----------------------------------------------------------------------
+# Each command is a function of the parsed options that returns an exit code; only
+# main turns errors into messages.
 
 def write_stdout(text: str) -> None:
     """Write to stdout; a reader that went away (`| head -1`) is not an error."""
@@ -4176,7 +4199,7 @@ def dispatch(options: Options) -> int:
 
 
 # ----------------------------------------------------------------------
-# 15. main
+# 18. main
 # ----------------------------------------------------------------------
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
