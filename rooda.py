@@ -993,45 +993,32 @@ def _v_env(value: object) -> Optional[str]:
     return None
 
 
-def _v_signals(value: object) -> Optional[str]:
-    if not isinstance(value, dict):
-        return "must be a mapping with 'success' and 'failure' lists"
-    for key, strings in value.items():
-        if key not in ("success", "failure"):
-            return "has an unknown key '%s'%s" % (key, did_you_mean(key, ("success", "failure")))
-        if not isinstance(strings, list) or not strings or not all(
-                isinstance(s, str) and s.strip() for s in strings):
-            return "%s must be a non-empty list of non-empty strings" % key
+def _v_mapping(example: str, fields: Dict[str, Callable[[object], Optional[str]]]
+               ) -> Callable[[object], Optional[str]]:
+    """A mapping with known keys, each checked by its own validator."""
+    def check(value: object) -> Optional[str]:
+        if not isinstance(value, dict):
+            return "must be a mapping like %s" % example
+        for key, setting in value.items():
+            if key not in fields:
+                return "has an unknown key '%s'%s" % (key, did_you_mean(key, fields))
+            problem = fields[key](setting)
+            if problem:
+                return "%s %s" % (key, problem)
+        return None
+    return check
+
+
+def _v_strings(value: object) -> Optional[str]:
+    if not isinstance(value, list) or not value or not all(
+            isinstance(s, str) and s.strip() for s in value):
+        return "must be a non-empty list of non-empty strings"
     return None
 
 
 def _v_paths(value: object) -> Optional[str]:
     if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
         return "must be a list of paths"
-    return None
-
-
-def _v_stuck(value: object) -> Optional[str]:
-    if not isinstance(value, dict):
-        return "must be a mapping like {same_error: 3, no_change: 2}"
-    for key, setting in value.items():
-        if key not in ("same_error", "no_change"):
-            return "has an unknown key '%s'%s" % (key, did_you_mean(key, ("same_error", "no_change")))
-        problem = _v_int(1)(setting)
-        if problem:
-            return "%s %s" % (key, problem)
-    return None
-
-
-def _v_git(value: object) -> Optional[str]:
-    if not isinstance(value, dict):
-        return "must be a mapping like {commit: true, push: false, message: '...'}"
-    for key, setting in value.items():
-        if key not in ("commit", "push", "message"):
-            return "has an unknown key '%s'%s" % (key, did_you_mean(key, ("commit", "push", "message")))
-        problem = _v_str(setting) if key == "message" else _v_bool(setting)
-        if problem:
-            return "%s %s" % (key, problem)
     return None
 
 
@@ -1055,7 +1042,8 @@ LOOP_SCHEMA = {
     "max_output_buffer": _v_int(FEEDBACK_TAIL_BYTES),
     "log_level": _v_enum("debug", "info", "warn", "error"),
     "log_timestamp_format": _v_str,
-    "signals": _v_signals,
+    "signals": _v_mapping("{success: [...], failure: [...]}",
+                          {"success": _v_strings, "failure": _v_strings}),
 }
 
 PROCEDURE_SCHEMA = {
@@ -1075,8 +1063,10 @@ PROCEDURE_SCHEMA = {
     "requires_hint": _v_str,
     "verify": _v_command,
     "done_when": _v_command,
-    "stuck": _v_stuck,
-    "git": _v_git,
+    "stuck": _v_mapping("{same_error: 3, no_change: 2}",
+                        {"same_error": _v_int(1), "no_change": _v_int(1)}),
+    "git": _v_mapping("{commit: true, push: false, message: '...'}",
+                      {"commit": _v_bool, "push": _v_bool, "message": _v_str}),
 }
 
 

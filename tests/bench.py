@@ -21,7 +21,6 @@ those rows.
 """
 import os
 import platform
-import resource
 import shutil
 import signal
 import statistics

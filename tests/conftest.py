@@ -117,6 +117,14 @@ def run_rooda(*args, cwd=None, env=None, timeout=60, **kwargs):
                           timeout=timeout, **kwargs)
 
 
+def start_rooda(agent, *args, cwd, procedure="build", stdout=subprocess.PIPE):
+    """`python3 rooda.py <procedure> --ai-cmd <fake agent> ...` started, not waited for."""
+    env = dict(os.environ)
+    env.update(agent.env)
+    return subprocess.Popen([sys.executable, ROODA, procedure, "--ai-cmd", agent.cmd] + list(args),
+                            cwd=str(cwd), env=env, stdout=stdout, stderr=subprocess.PIPE)
+
+
 def progress_lines(stderr):
     """The progress lines without their clock, durations masked as D; the closing
     `Log: <path>` line is left out (tests of the logs check it)."""

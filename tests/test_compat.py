@@ -7,7 +7,6 @@ the reason, so the run names what it covered.
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
 

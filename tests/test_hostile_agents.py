@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from conftest import (ROODA, alive, group_members, progress_lines, run_rooda, wait_until,
-                      write_config)
+from conftest import (ROODA, alive, group_members, progress_lines, run_rooda, start_rooda,
+                      wait_until, write_config)
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
 
@@ -123,9 +123,7 @@ def test_an_agent_killed_by_a_signal_shows_128_plus_n(workspace, agent, io_mode,
 
 def test_a_second_ctrl_c_during_the_grace_kills_at_once(workspace, agent, io_mode):
     agent.script({"actions": [{"ignore_term": True}, {"touch": "ready"}, {"sleep": 60}]})
-    env = dict(os.environ, **agent.env)
-    proc = subprocess.Popen([sys.executable, ROODA, "build", "--ai-cmd", agent.cmd], cwd=str(workspace),
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = start_rooda(agent, cwd=workspace, stdout=subprocess.DEVNULL)
     try:
         agent.wait_for("ready")
         proc.send_signal(signal.SIGINT)

@@ -6,10 +6,9 @@ import re
 import signal
 import stat
 import subprocess
-import sys
 import time
 
-from conftest import ROODA, run_main, write_config
+from conftest import run_main, start_rooda, write_config
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 EVENT_FIELDS = {
@@ -126,11 +125,7 @@ def test_log_dir_from_the_workspace_config_resolves_against_that_file(workspace,
 def test_a_run_killed_with_sigkill_leaves_a_jsonl_whose_every_line_parses(workspace, agent, tmp_path):
     log_dir = tmp_path / "l"
     agent.script({"actions": [{"out": "x" * 100000}, {"touch": "ready"}, {"sleep": 60}]})
-    env = dict(os.environ)
-    env.update(agent.env)
-    proc = subprocess.Popen([sys.executable, ROODA, "build", "--ai-cmd", agent.cmd, "--log-dir",
-                             str(log_dir)], cwd=str(workspace), env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_rooda(agent, "--log-dir", log_dir, cwd=workspace, stdout=subprocess.DEVNULL)
     try:
         agent.wait_for("ready")
         proc.send_signal(signal.SIGKILL)
@@ -149,11 +144,7 @@ def test_a_run_killed_with_sigkill_leaves_a_jsonl_whose_every_line_parses(worksp
 def test_an_interrupted_run_ends_its_jsonl_with_status_interrupted(workspace, agent, tmp_path):
     log_dir = tmp_path / "l"
     agent.script({"actions": [{"touch": "ready"}, {"sleep": 60}]})
-    env = dict(os.environ)
-    env.update(agent.env)
-    proc = subprocess.Popen([sys.executable, ROODA, "build", "--ai-cmd", agent.cmd, "--log-dir",
-                             str(log_dir)], cwd=str(workspace), env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = start_rooda(agent, "--log-dir", log_dir, cwd=workspace, stdout=subprocess.DEVNULL)
     try:
         agent.wait_for("ready")
         proc.send_signal(signal.SIGINT)

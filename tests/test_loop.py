@@ -192,11 +192,10 @@ def test_iteration_mode_unlimited_in_procedure(workspace, agent, capfd):
 
 
 def test_shipped_build_default_is_10(workspace, agent, capfd):
-    agent.script(OK)
-    code, _, err = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--dry-run")
-    import rooda
-
-    assert rooda.load_config().procedure("build")["default_max_iterations"] == 10
+    agent.script(SUCCESS_SIGNAL)
+    code, _, err = run(capfd, agent)
+    assert code == 0
+    assert progress_lines(err)[0] == "Starting procedure: build (max 10 iterations)"
 
 
 # --- progress lines: seed 000's examples, apart from the clock ------------------------

@@ -14,17 +14,7 @@ import time
 import pytest
 
 from conftest import (ROODA, alive, group_members, progress_lines, run_main, run_rooda,
-                      wait_until, write_config)
-
-linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
-
-
-def start_rooda(agent, *args, cwd):
-    env = dict(os.environ)
-    env.update(agent.env)
-    return subprocess.Popen([sys.executable, ROODA, "build", "--ai-cmd", agent.cmd] + list(args),
-                            cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
+                      start_rooda, wait_until, write_config)
 
 def release(agent, name="release"):
     open(os.path.join(agent.state, name), "w").close()
@@ -101,37 +91,6 @@ def test_the_shell_sees_130_after_ctrl_c(workspace, agent):
     assert out.decode().strip().endswith("status=130")
 
 
-def test_second_signal_during_the_grace_period_kills_at_once(workspace, agent):
-    agent.script({"actions": [{"ignore_term": True}, {"touch": "ready"}, {"sleep": 60}]})
-    proc = start_rooda(agent, "-n", "1", cwd=workspace)  # kill_grace is 5 s by default
-    try:
-        agent.wait_for("ready")
-        proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)  # not synchronisation: the first signal must have been handled
-        assert proc.poll() is None, "rooda did not wait for the grace period"
-        assert alive(agent.pid(1))
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=10)
-        took = time.monotonic() - sent
-    finally:
-        proc.kill()
-        proc.communicate()
-    assert proc.returncode == -signal.SIGINT
-    assert took < 1.0
-    assert not alive(agent.pid(1))
-
-
-def test_agent_ignoring_sigterm_is_killed_after_the_grace(workspace, agent, capfd):
-    write_config(workspace, {"loop": {"kill_grace": 0.3}})
-    agent.script({"actions": [{"ignore_term": True}, {"sleep": 60}]})
-    started = time.monotonic()
-    code, _, err = run_main(capfd, "build", "-n", "1", "--timeout", "0.3", "--ai-cmd", agent.cmd)
-    assert time.monotonic() - started < 10
-    assert "(timeout, consecutive: 1/3)" in err
-    assert not alive(agent.pid(1))
-
-
 # --- stdin and pipes: no deadlock, no stall ------------------------------------------
 
 def test_10mb_prompt_to_an_agent_that_writes_1mb_before_reading(workspace, agent, capfd):
@@ -169,15 +128,6 @@ def test_leftovers_not_holding_the_pipes_are_terminated_too(workspace, agent, ca
     assert code == 0
     assert not alive(agent.pid(name="bg-1.pid"))
     assert group_members(agent.pid(1)) == []
-
-
-@linux_only
-def test_a_descendant_that_escaped_the_group_with_setsid_is_terminated(workspace, agent, capfd):
-    agent.script({"actions": [{"background": 60, "hold_output": False, "setsid": True}]})
-    code, _, _ = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd)
-    assert code == 0
-    escaped = agent.pid(name="bg-1.pid")
-    assert wait_until(lambda: not alive(escaped), timeout=2), "the escaped process survived"
 
 
 def test_agent_killed_by_a_signal_is_a_failure_with_exit_128_plus_n(workspace, agent, capfd):
