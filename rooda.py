@@ -12,8 +12,8 @@ This is one file with no dependency beyond the standard library of CPython 3.8 o
 newer. Copy it into a repository together with prompts/ and rooda-config.json (or
 run ``python3 rooda.py vendor DIR``) and run ``python3 rooda.py build``.
 
-Public names (``__all__``): main, load_config, assemble_prompt, run_agent,
-classify_outcome, SignalScanner, RoodaError, UsageError, ConfigError.
+Public names (``__all__``): main, load_config, load_yaml, assemble_prompt,
+run_agent, classify_outcome, SignalScanner, RoodaError, UsageError, ConfigError.
 
 Sections, in this order (each name is defined before it is used):
    1. Constants
@@ -51,13 +51,14 @@ import time
 __version__ = "0.1.0"
 
 __all__ = [
-    "main", "load_config", "assemble_prompt", "run_agent", "classify_outcome",
+    "main", "load_config", "load_yaml", "assemble_prompt", "run_agent", "classify_outcome",
     "SignalScanner", "RoodaError", "UsageError", "ConfigError", "__version__",
 ]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only; never imported at run time (start-up cost)
-    from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+    from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, TextIO,
+                        Tuple)
 
 
 # ----------------------------------------------------------------------
@@ -121,7 +122,7 @@ PROMPT_ARG_LIMIT = 128 * 1024
 DEFAULT_MAX_ITERATIONS = 5
 
 # Tier 1, "built-in": the loop settings (SPEC 3). Every other tier overrides these.
-BUILTIN_LOOP = {
+BUILTIN_LOOP: Dict[str, Any] = {
     "default_max_iterations": DEFAULT_MAX_ITERATIONS,
     "iteration_mode": "max-iterations",
     "failure_threshold": 3,
@@ -167,7 +168,8 @@ PRESETS = {
               " --no-check-update --no-analytics --no-show-model-warnings", {}),
 }
 
-# The loop settings that ROODA_LOOP_<KEY> environment variables may set (scalars only).
+# The only two tokens replaced in an agent command: the path of a temporary file with
+# the prompt, and the prompt itself as one argument (SPEC 7).
 PROMPT_FILE_TOKEN = "{prompt_file}"
 PROMPT_TOKEN = "{prompt}"
 
@@ -327,7 +329,7 @@ class Record:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("%s is immutable" % type(self).__name__)
 
-    def replace(self, **changes: object) -> "Record":
+    def replace(self, **changes: object) -> Any:
         """A copy with some fields changed."""
         fields = {name: getattr(self, name) for name in self.__slots__}
         fields.update(changes)
@@ -441,10 +443,10 @@ class YamlSubsetParser:
                                   end, 0)
             if text == "...":
                 self.index += 1
-                rest = self.next_content()
-                if rest is None:
+                following = self.next_content()
+                if following is None:
                     return value
-                raise self.refuse("several documents", "keep one", rest, 0)
+                raise self.refuse("several documents", "keep one", following, 0)
             raise self.error("unexpected text at this indentation", end, self.indent_of(end))
         return value
 
@@ -1087,7 +1089,7 @@ def validate_config(data: dict, report: Callable[[tuple, str], None]) -> None:
     for key in sections:
         if key in data and not isinstance(data[key], dict):
             report((key,), "must be a mapping, not %s" % _type_name(data[key]))
-    loop = data.get("loop") if isinstance(data.get("loop"), dict) else {}
+    loop: dict = data["loop"] if isinstance(data.get("loop"), dict) else {}
     for key, value in loop.items():
         check = LOOP_SCHEMA.get(key)
         if check is None:
@@ -1096,12 +1098,12 @@ def validate_config(data: dict, report: Callable[[tuple, str], None]) -> None:
             problem = check(value)
             if problem:
                 report(("loop", key), problem)
-    aliases = data.get("ai_cmd_aliases") if isinstance(data.get("ai_cmd_aliases"), dict) else {}
+    aliases: dict = data["ai_cmd_aliases"] if isinstance(data.get("ai_cmd_aliases"), dict) else {}
     for name, command in aliases.items():
         problem = _v_command(command)
         if problem:
             report(("ai_cmd_aliases", name), problem)
-    procedures = data.get("procedures") if isinstance(data.get("procedures"), dict) else {}
+    procedures: dict = data["procedures"] if isinstance(data.get("procedures"), dict) else {}
     for name, procedure in procedures.items():
         where = ("procedures", name)
         if name in RESERVED_WORDS:
@@ -1154,9 +1156,14 @@ class Config(Record):
     force; `sources` keeps each file's lines for carets; `files` lists (tier, file).
     """
 
+    data: dict
+    provenance: Dict[tuple, Tuple[str, Optional[str], Optional[int], Optional[int]]]
+    sources: Dict[str, List[str]]
+    files: List[Tuple[str, str]]
+
     __slots__ = ("data", "provenance", "sources", "files")
 
-    def loop(self, key: str) -> object:
+    def loop(self, key: str) -> Any:
         """A loop setting, falling back to the built-in default when a tier unset it."""
         return self.data.get("loop", {}).get(key, BUILTIN_LOOP.get(key))
 
@@ -1214,8 +1221,8 @@ def _json_positions(text: str) -> Dict[tuple, Tuple[int, int]]:
 
     for match in re.finditer(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+', text):
         token = match.group()
-        top = stack[-1] if stack else None
-        if top is not None and top[0] == "array" and token not in ("]", ","):
+        top: list = stack[-1] if stack else []
+        if top and top[0] == "array" and token not in ("]", ","):
             positions[top[1] + (top[2],)] = where(match.start())
         if token in ("{", "["):
             stack.append(["object" if token == "{" else "array", child_path(), 0 if token == "[" else None, True])
@@ -1228,7 +1235,7 @@ def _json_positions(text: str) -> Dict[tuple, Tuple[int, int]]:
                 top[2] += 1
         elif token == ":":
             top[3] = False
-        elif top is not None and top[0] == "object" and top[3] and token.startswith('"'):
+        elif top and top[0] == "object" and top[3] and token.startswith('"'):
             top[2] = json.loads(token)
             positions[top[1] + (top[2],)] = where(match.start())
     return positions
@@ -1295,7 +1302,7 @@ def _find_config(directory: str) -> Optional[str]:
     return os.path.join(directory, found[0]) if found else None
 
 
-def global_config_dir(environ: Dict[str, str]) -> str:
+def global_config_dir(environ: Mapping[str, str]) -> str:
     """$ROODA_CONFIG_HOME, else $XDG_CONFIG_HOME/rooda, else ~/.config/rooda
     (%APPDATA%\\rooda on Windows)."""
     if environ.get("ROODA_CONFIG_HOME"):
@@ -1389,7 +1396,7 @@ def _prepare_layer(raw: dict, base: str, report: Callable) -> dict:
     return layer
 
 
-def _env_layer(environ: Dict[str, str], cwd: str, report: Callable) -> dict:
+def _env_layer(environ: Mapping[str, str], cwd: str, report: Callable) -> dict:
     """The env tier: ROODA_LOOP_<KEY> for each scalar loop setting (a relative
     ROODA_LOOP_LOG_DIR is taken from the current directory, like --log-dir)."""
     import re
@@ -1472,7 +1479,8 @@ def _display_path(path: str, cwd: str) -> str:
     return path if relative.startswith("..") else relative
 
 
-def config_files(config_path: Optional[str], cwd: str, environ: Dict[str, str]) -> List[Tuple[str, str]]:
+def config_files(config_path: Optional[str], cwd: str, environ: Mapping[str, str]
+                 ) -> List[Tuple[str, str]]:
     """The config files in tier order: [(tier, absolute path)], each loaded once."""
     found: List[Tuple[str, str]] = []
     if os.path.isfile(SHIPPED_CONFIG):
@@ -1482,12 +1490,14 @@ def config_files(config_path: Optional[str], cwd: str, environ: Dict[str, str]) 
         global_file = _find_config(global_dir)
         if global_file:
             found.append((TIER_GLOBAL, global_file))
+    workspace: Optional[str]
     if config_path is not None:
-        workspace: Optional[str] = os.path.join(cwd, os.path.expanduser(config_path))
-        if not os.path.exists(workspace):
+        named = os.path.join(cwd, os.path.expanduser(config_path))
+        if not os.path.exists(named):
             raise ConfigError("config file not found", config_path)
-        if os.path.isdir(workspace):
+        if os.path.isdir(named):
             raise ConfigError("config path is a directory, not a file", config_path)
+        workspace = named
     else:
         workspace = _find_config(cwd)
     if workspace is not None:
@@ -1500,14 +1510,14 @@ def config_files(config_path: Optional[str], cwd: str, environ: Dict[str, str]) 
 
 
 def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
-                environ: Optional[Dict[str, str]] = None) -> Config:
+                environ: Optional[Mapping[str, str]] = None) -> Config:
     """Load and merge the tiers below `flag`, then validate the result once.
 
     `config_path` is the workspace file (--config); without it ./rooda-config.json
     (or .yml / .yaml) in `cwd` is used when present. All problems are raised together.
     """
     cwd = cwd or os.getcwd()
-    environ = os.environ if environ is None else environ
+    variables: Mapping[str, str] = os.environ if environ is None else environ
     data: dict = {}
     provenance: dict = {}
     sources: Dict[str, List[str]] = {}
@@ -1518,7 +1528,7 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
                "procedures": {}}
     _merge(data, builtin, lambda path: (TIER_BUILTIN, None, None, None), provenance)
 
-    for tier, path in config_files(config_path, cwd, environ):
+    for tier, path in config_files(config_path, cwd, variables):
         shown = _display_path(path, cwd)
         raw, positions, lines = read_config_file(path, shown)
         sources[shown] = lines
@@ -1545,7 +1555,7 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
     def env_report(key_path: tuple, message: str) -> None:
         problems.append(("environment", None, None, message, None))
 
-    _merge(data, _env_layer(environ, cwd, env_report), env_origin, provenance)
+    _merge(data, _env_layer(variables, cwd, env_report), env_origin, provenance)
     config = Config(data=data, provenance=provenance, sources=sources, files=files)
     validate_config(data, lambda key_path, message: problems.append(config.problem(key_path, message)))
     if problems:
@@ -1559,6 +1569,11 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
 
 class AgentCommand(Record):
     """The agent to run: its command (a template with {prompt_file} / {prompt}) and origin."""
+
+    argv: List[str]
+    env: Dict[str, str]
+    source: str
+    preset: Optional[str]
 
     __slots__ = ("argv", "env", "source", "preset")
 
@@ -1941,7 +1956,8 @@ class SignalGuard:
         if self.wake_fd is not None:
             signal.set_wakeup_fd(self._saved_wakeup if self._saved_wakeup is not None else -1)
             os.close(self.wake_fd)
-            os.close(self._write_fd)
+            if self._write_fd is not None:
+                os.close(self._write_fd)
             self.wake_fd = self._write_fd = None
 
 
@@ -2092,6 +2108,15 @@ def _terminate_escapees(own_pids: Iterable[int], grace: float) -> None:
 class AgentResult(Record):
     """What one run of the agent produced."""
 
+    exit_code: int                  # shell convention: 128 + N when killed by signal N
+    signal: Optional[str]           # the signal's name, when killed by one
+    timed_out: Optional[str]        # "timeout" | "idle"
+    signals: frozenset              # signal kinds found: SUCCESS, FAILURE
+    tail: bytes                     # the last bytes of output (stdout and stderr interleaved)
+    output_bytes: int
+    interrupted: Optional[int]      # the signal that interrupted the run
+    seconds: float
+
     __slots__ = ("exit_code", "signal", "timed_out", "signals", "tail", "output_bytes",
                  "interrupted", "seconds")
 
@@ -2101,8 +2126,10 @@ class _Child:
 
     __slots__ = ("pid", "returncode", "popen")
 
-    def __init__(self, pid: int, popen: object = None) -> None:
-        self.pid, self.returncode, self.popen = pid, None, popen
+    def __init__(self, pid: int, popen: Any = None) -> None:
+        self.pid: int = pid
+        self.returncode: Optional[int] = None
+        self.popen = popen
 
     def poll(self) -> Optional[int]:
         """The exit status (negative: killed by that signal) once the child is gone."""
@@ -2194,7 +2221,8 @@ class _SelectorPump:
                     pass
             self.readers[fd] = name
             self.selector.register(fd, selectors.EVENT_READ, name)
-        self.stdin_fd, self.stdin_view = stdin_fd, None
+        self.stdin_fd = stdin_fd
+        self.stdin_view: Optional[memoryview] = None
         if stdin_fd is not None:
             if prompt:
                 os.set_blocking(stdin_fd, False)
@@ -2215,8 +2243,9 @@ class _SelectorPump:
         arrived: List[Tuple[str, bytes]] = []
         for key, _ in self.selector.select(timeout):
             if key.data == "wake":
-                self.guard.drain()
-            elif key.data == "stdin":
+                if self.guard is not None:
+                    self.guard.drain()
+            elif key.data == "stdin" and self.stdin_view is not None:
                 try:
                     written = os.write(key.fd, self.stdin_view[:READ_SIZE])
                 except (BlockingIOError, InterruptedError):
@@ -2546,6 +2575,17 @@ DEFAULT_COMMIT_MESSAGE = "{procedure}: iteration {iteration}"
 class Gates(Record):
     """A run's gate settings (all optional)."""
 
+    verify: Optional[str]
+    done_when: Optional[str]
+    requires: List[str]
+    requires_hint: Optional[str]
+    same_error: Optional[int]
+    no_change: Optional[int]
+    commit: bool
+    push: bool
+    message: Optional[str]
+    timeout: float
+
     __slots__ = ("verify", "done_when", "requires", "requires_hint", "same_error", "no_change",
                  "commit", "push", "message", "timeout")
 
@@ -2555,6 +2595,14 @@ class Gates(Record):
 
 class GateResult(Record):
     """One run of a gate command."""
+
+    gate: str
+    command: str
+    exit_code: int
+    seconds: float
+    output: bytes
+    timed_out: bool
+    interrupted: Optional[int]
 
     __slots__ = ("gate", "command", "exit_code", "seconds", "output", "timed_out", "interrupted")
 
@@ -2800,7 +2848,7 @@ class SessionLog:
     def event(self, name: str, **fields: object) -> None:
         import json
 
-        record = {"event": name, "time": iso_time()}
+        record: Dict[str, object] = {"event": name, "time": iso_time()}
         record.update(fields)
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         try:
@@ -2829,7 +2877,8 @@ class Progress:
     Quiet prints only ERROR lines, warnings and the interruption line.
     """
 
-    def __init__(self, stream: object = None, verbosity: int = NORMAL, color: bool = False) -> None:
+    def __init__(self, stream: Optional[TextIO] = None, verbosity: int = NORMAL,
+                 color: bool = False) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.verbosity = verbosity
         self.color = color
@@ -2878,7 +2927,7 @@ class PassThrough:
     the loop goes on and the output is still scanned.
     """
 
-    def __init__(self, stream: object, progress: Progress, name: str) -> None:
+    def __init__(self, stream: TextIO, progress: Progress, name: str) -> None:
         self.progress = progress
         self.name = name
         self.stream = stream
@@ -2928,6 +2977,31 @@ class RunPlan(Record):
     `log_dir` is None with --no-log; `git_top` is the repository when a gate needs git.
     """
 
+    procedure: str
+    fragments: Dict[str, List[dict]]
+    context: List[str]
+    max_iterations: Optional[int]
+    failure_threshold: int
+    iteration_timeout: Optional[float]
+    idle_timeout: Optional[float]
+    max_time: Optional[float]
+    delay: float
+    backoff: float
+    kill_grace: float
+    feedback: bool
+    max_output_buffer: int
+    signals: Dict[str, List[str]]
+    agent: Optional[AgentCommand]
+    env: Dict[str, str]
+    verbosity: int
+    color: bool
+    cwd: str
+    sources: Dict[str, Tuple[str, Optional[str]]]
+    gates: Gates
+    log_dir: Optional[str]
+    prompt_file: Optional[str]
+    git_top: Optional[str]
+
     __slots__ = ("procedure", "fragments", "context", "max_iterations", "failure_threshold",
                  "iteration_timeout", "idle_timeout", "max_time", "delay", "backoff",
                  "kill_grace", "feedback", "max_output_buffer", "signals", "agent", "env",
@@ -2937,6 +3011,14 @@ class RunPlan(Record):
 
 class IterationRecord(Record):
     """One finished iteration: what the next prompt's PREVIOUS ITERATION section needs."""
+
+    iteration: int
+    outcome: str
+    exit_code: int
+    seconds: float
+    tail: bytes
+    signals: frozenset
+    source: str                     # whose output the tail is: the agent's, the verifier's
 
     __slots__ = ("iteration", "outcome", "exit_code", "seconds", "tail", "signals", "source")
 
@@ -2987,11 +3069,11 @@ def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: Optional
     return SUCCESS
 
 
-def _agent_env(plan: RunPlan) -> Dict[str, str]:
+def _agent_env(plan: RunPlan, agent: AgentCommand) -> Dict[str, str]:
     """The agent's environment, all but ROODA_ITERATION (built once per run)."""
     env = dict(os.environ)
     env.pop("CLAUDECODE", None)  # a nested Claude Code session would refuse to start
-    env.update(plan.agent.env)
+    env.update(agent.env)
     env.update(plan.env)
     env["ROODA_PROCEDURE"] = plan.procedure
     env["ROODA_MAX_ITERATIONS"] = "" if plan.max_iterations is None else str(plan.max_iterations)
@@ -3039,13 +3121,16 @@ class _Run:
     def __init__(self, plan: RunPlan, progress: Progress, guard: SignalGuard,
                  log: Optional[SessionLog]) -> None:
         self.plan, self.progress, self.guard, self.log = plan, progress, guard, log
+        if plan.agent is None:
+            raise no_agent_error()
+        self.agent: AgentCommand = plan.agent
         self.state = LoopState(plan)
         self.stdout_sink = self.stderr_sink = None
         if plan.verbosity >= VERBOSE:
             self.stdout_sink = PassThrough(sys.stdout, progress, "stdout")
             self.stderr_sink = PassThrough(sys.stderr, progress, "stderr")
         self.log_sink = log.write if log is not None else None
-        self.agent_env = _agent_env(plan)
+        self.agent_env = _agent_env(plan, self.agent)
 
     def gate(self, gate: str, command: str) -> GateResult:
         """Run a gate, showing its output in verbose mode and logging it."""
@@ -3127,13 +3212,13 @@ class _Run:
         label = "%d/%d" % (number, cap) if cap is not None else "%d" % number
         prompt = build_prompt(plan, state.previous)
         prompt_bytes = prompt.encode("utf-8")
-        if any(PROMPT_TOKEN in part for part in plan.agent.argv) and len(prompt_bytes) > PROMPT_ARG_LIMIT:
+        if any(PROMPT_TOKEN in part for part in self.agent.argv) and len(prompt_bytes) > PROMPT_ARG_LIMIT:
             raise RoodaError("the prompt (%d bytes) is too long to pass as one argument with"
                              " {prompt}; use {prompt_file} in the agent command instead"
                              % len(prompt_bytes))
         # git_top is known when a git gate or the log needs HEAD; otherwise no git call.
         head_before = git_head(plan.cwd) if plan.git_top is not None else None
-        tree_before = worktree_state(plan.cwd, plan.git_top, plan.log_dir, gates.timeout) \
+        tree_before = worktree_state(plan.cwd, plan.git_top or plan.cwd, plan.log_dir, gates.timeout) \
             if gates.no_change else None
         started = time.monotonic()
         progress.info("Iteration %s starting..." % label)
@@ -3149,7 +3234,7 @@ class _Run:
                                  SIGNAL_FAILURE: plan.signals["failure"]}, prompt)
         env = dict(self.agent_env)
         env["ROODA_ITERATION"] = str(number)
-        result = run_agent(plan.agent.argv, prompt, env=env, cwd=plan.cwd,
+        result = run_agent(self.agent.argv, prompt, env=env, cwd=plan.cwd,
                            scanner=scanner, on_stdout=_tee(self.stdout_sink, self.log_sink),
                            on_stderr=_tee(self.stderr_sink, self.log_sink), guard=self.guard,
                            iteration_timeout=plan.iteration_timeout,
@@ -3174,7 +3259,7 @@ class _Run:
         outcome = classify_outcome(result.exit_code, result.signals, result.timed_out, verified)
         git_problem = None
         if (gates.commit or gates.push) and outcome in (SUCCESS, COMPLETED):
-            git_problem, ran = commit_and_push(plan.cwd, plan.git_top, gates, plan.procedure,
+            git_problem, ran = commit_and_push(plan.cwd, plan.git_top or plan.cwd, gates, plan.procedure,
                                                number, head_before, plan.log_dir)
             for command, code, seconds in ran:
                 self.record_gate(GATE_GIT, command, code, seconds)
@@ -3197,10 +3282,10 @@ class _Run:
         progress.info("Iteration %s completed in %s (%s)" % (label, format_duration(seconds), detail))
         if result.timed_out == "idle":
             progress.warn("iteration %d: no output for %s; the agent was stopped"
-                          % (number, format_budget(plan.idle_timeout)))
+                          % (number, format_budget(plan.idle_timeout or 0)))
         elif result.timed_out:
             progress.warn("iteration %d: time limit of %s reached; the agent was stopped"
-                          % (number, format_budget(plan.iteration_timeout)))
+                          % (number, format_budget(plan.iteration_timeout or 0)))
         if outcome == REJECTED:
             progress.warn("iteration %d: the agent signalled SUCCESS but verify (`%s`) failed;"
                           " the claim is rejected" % (number, gates.verify))
@@ -3236,7 +3321,7 @@ class _Run:
                 self.stop(STATUS_STUCK, "same error in %d consecutive failures" % state.same_error)
                 return True
         if gates.no_change and tree_before is not None:
-            after = worktree_state(plan.cwd, plan.git_top, plan.log_dir, gates.timeout)
+            after = worktree_state(plan.cwd, plan.git_top or plan.cwd, plan.log_dir, gates.timeout)
             state.unchanged = state.unchanged + 1 if after == tree_before else 0
             if state.unchanged >= gates.no_change:
                 self.stop(STATUS_STUCK, "no change in %s" % plural(state.unchanged, "iteration"))
@@ -3266,21 +3351,21 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
              log: Optional[SessionLog] = None) -> LoopState:
     """Iterate until a stop condition; the returned state says how it ended."""
     run = _Run(plan, progress, guard, log)
-    state = run.state
+    state, agent = run.state, run.agent
     cap = plan.max_iterations
     if cap is None:
         progress.info("Starting procedure: %s (unlimited)" % plan.procedure)
     else:
         progress.info("Starting procedure: %s (max %s)" % (plan.procedure, plural(cap, "iteration")))
-    progress.info("Agent: %s (%s)" % (plan.agent.display(), plan.agent.source))
+    progress.info("Agent: %s (%s)" % (agent.display(), agent.source))
     if log is not None:
         log.text("%s\nROODA SESSION\n%s\nVersion: %s\nProcedure: %s\nAgent: %s\nMax Iterations: %s\n"
                  "Failure Threshold: %d\nWorking Directory: %s\nStart Time: %s\n%s\n\n" % (
-                     RULE, RULE, __version__, plan.procedure, plan.agent.display(),
+                     RULE, RULE, __version__, plan.procedure, agent.display(),
                      "unlimited" if cap is None else cap, plan.failure_threshold, plan.cwd,
                      local_time(state.started_wall), RULE))
         log.event("session_start", version=__version__, procedure=plan.procedure,
-                  agent=list(plan.agent.argv), max_iterations=cap,
+                  agent=list(agent.argv), max_iterations=cap,
                   failure_threshold=plan.failure_threshold, cwd=plan.cwd, pid=os.getpid(),
                   log=log.path)
     try:
@@ -3307,7 +3392,7 @@ def _closing_line(state: LoopState, plan: RunPlan) -> str:
     total = format_duration(state.elapsed())
     done = plural(state.iteration, "iteration")
     if state.status == STATUS_INTERRUPTED:
-        name = signal_name(state.interrupted_by)
+        name = signal_name(state.interrupted_by or signal.SIGINT)
         if state.interrupted_during is not None:
             return "Interrupted by %s during iteration %d (%s completed, total: %s)" % (
                 name, state.interrupted_during, plural(state.iteration, "iteration"), total)
@@ -3320,10 +3405,10 @@ def _closing_line(state: LoopState, plan: RunPlan) -> str:
     if state.status == STATUS_ERROR:
         return state.reason
     if state.reason == "max iterations":
-        return "Reached max iterations: %d (total: %s)" % (plan.max_iterations, total)
+        return "Reached max iterations: %d (total: %s)" % (plan.max_iterations or 0, total)
     if state.reason == "time budget":
         return "Completed: time budget of %s reached (%s, total: %s)" % (
-            format_budget(plan.max_time), done, total)
+            format_budget(plan.max_time or 0), done, total)
     if state.reason == "done_when":
         return "Completed: done_when reports nothing left to do (%s, total: %s)" % (done, total)
     return "Completed: agent signalled SUCCESS (%s, total: %s)" % (done, total)
@@ -3556,7 +3641,7 @@ def _read_context(values: Sequence[str], cwd: str) -> List[str]:
     return texts
 
 
-def _use_color(option: str, stream: object) -> bool:
+def _use_color(option: str, stream: TextIO) -> bool:
     if option not in ("auto", "always", "never"):
         raise UsageError("--color must be auto, always or never, not '%s'" % option)
     if option == "always":
@@ -3582,7 +3667,7 @@ def plan_run(options: Options, config: Config, procedure_name: str,
     sources: Dict[str, Tuple[str, Optional[str]]] = {}
 
     def setting(key: str, flag_value: object = None, flag: str = "",
-                procedure_may_set: bool = True) -> object:
+                procedure_may_set: bool = True) -> Any:
         if flag_value is not None:
             sources[key] = (TIER_FLAG, flag)
             return flag_value
@@ -3764,7 +3849,7 @@ def command_run(options: Options, procedure_name: str, positional: Optional[str]
     return state.exit_code()
 
 
-def _leaves(value: object, path: tuple = ()) -> Iterable[Tuple[tuple, object]]:
+def _leaves(value: Any, path: tuple = ()) -> Iterable[Tuple[tuple, Any]]:
     """The settings of a config tree: scalars, lists and empty mappings, by key path."""
     if isinstance(value, dict) and value:
         for key, child in value.items():
@@ -3778,7 +3863,7 @@ def _plain_fragments(fragments: object, cwd: str) -> object:
     """Fragment lists as their paths (relative to cwd when below it) or inline content."""
     if not isinstance(fragments, list):
         return fragments
-    shown = []
+    shown: list = []
     for fragment in fragments:
         if isinstance(fragment, dict) and "path" in fragment and len(fragment) == 1:
             shown.append(_display_path(fragment["path"], cwd))
@@ -3818,7 +3903,7 @@ def command_config(options: Options, procedure_name: Optional[str]) -> int:
         if key not in config.data.get("loop", {}):
             add(("loop", key), default)
     if procedure_name is not None:
-        values = {
+        values: Dict[str, Any] = {
             "max_iterations": plan.max_iterations, "failure_threshold": plan.failure_threshold,
             "iteration_timeout": plan.iteration_timeout, "idle_timeout": plan.idle_timeout,
             "max_time": plan.max_time, "delay": plan.delay, "backoff": plan.backoff,
@@ -3843,8 +3928,8 @@ def command_config(options: Options, procedure_name: Optional[str]) -> int:
     out += ["  %-9s  %s" % (tier, path) for tier, path in config.files] or ["  (none)"]
     out.append("")
     width = max(len(key) for key, *_ in rows)
-    for key, value, tier, path, line in rows:
-        where = "" if not path else "  (%s%s)" % (path, ":%d" % line if line else "")
+    for key, value, tier, path, number in rows:
+        where = "" if not path else "  (%s%s)" % (path, ":%d" % number if number else "")
         out.append("%-9s  %-*s  %s%s" % (tier, width, key, json.dumps(value, ensure_ascii=False), where))
     write_stdout("\n".join(out) + "\n")
     return 0
@@ -3901,7 +3986,7 @@ def command_info(options: Options, name: str) -> int:
             gate_lines.append("  %-17s %s" % (label, value))
     out += ["", "gates:"] + (gate_lines or ["  (none)"])
     out += ["", "settings for a run (value, then where it comes from):"]
-    values = [
+    values: List[Tuple[str, Any]] = [
         ("max_iterations", "unlimited" if plan.max_iterations is None else plan.max_iterations),
         ("failure_threshold", plan.failure_threshold),
         ("iteration_timeout", plan.iteration_timeout), ("idle_timeout", plan.idle_timeout),
