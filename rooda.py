@@ -4216,10 +4216,12 @@ def command_vendor(options: Options, directory: str) -> int:
         stream.write("\n")
     counts = {action: sum(1 for _, a in plan if a == action) for action in ("new", "update", "same")}
     shown = os.path.join(directory, VENDOR_DIR)
+    here = os.path.realpath(directory) == os.path.realpath(os.getcwd())
     write_stdout("vendored rooda %s into %s: %d new, %d updated, %d unchanged%s\n"
-                 "next: cd %s && python3 %s/rooda.py doctor build\n" % (
+                 "next: %spython3 %s/rooda.py doctor build\n" % (
                      __version__, shown, counts["new"], counts["update"], counts["same"],
-                     ", %d removed" % len(stale) if stale else "", directory, VENDOR_DIR))
+                     ", %d removed" % len(stale) if stale else "",
+                     "" if here else "cd %s && " % directory, VENDOR_DIR))
     return 0
 
 
