@@ -463,20 +463,28 @@ class YamlSubsetParser:
         self.index += 1
         return self.parse_inline(content, index, indent, indent - 1, key_path)
 
+    def next_in_block(self, indent: int, what: str) -> Optional[int]:
+        """The next content line of the block at `indent`, None where the block ends; a
+        line indented deeper is an error (`what` names the block's lines)."""
+        index = self.next_content()
+        if index is None:
+            return None
+        current = self.indent_of(index)
+        if current < indent:
+            return None
+        if current > indent:
+            raise self.error("unexpected indentation (the %s start at column %d)"
+                             % (what, indent + 1), index, current)
+        return index
+
     def parse_mapping(self, indent: int, key_path: tuple) -> dict:
         result: dict = {}
         first_line: Dict[str, int] = {}
         while True:
-            index = self.next_content()
+            index = self.next_in_block(indent, "keys of this mapping")
             if index is None:
                 break
-            current = self.indent_of(index)
-            if current < indent:
-                break
             line = self.lines[index]
-            if current > indent:
-                raise self.error("unexpected indentation (the keys of this mapping start at"
-                                 " column %d)" % (indent + 1), index, current)
             if line.rstrip() in ("---", "..."):
                 break
             content = line[indent:]
@@ -498,15 +506,9 @@ class YamlSubsetParser:
     def parse_sequence(self, indent: int, key_path: tuple) -> list:
         items: list = []
         while True:
-            index = self.next_content()
+            index = self.next_in_block(indent, "items of this sequence")
             if index is None:
                 break
-            current = self.indent_of(index)
-            if current < indent:
-                break
-            if current > indent:
-                raise self.error("unexpected indentation (the items of this sequence start at"
-                                 " column %d)" % (indent + 1), index, current)
             line = self.lines[index]
             content = line[indent:]
             if not (content == "-" or content.startswith("- ")):
