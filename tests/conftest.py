@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -117,12 +118,39 @@ def run_rooda(*args, cwd=None, env=None, timeout=60, **kwargs):
                           timeout=timeout, **kwargs)
 
 
-def start_rooda(agent, *args, cwd, procedure="build", stdout=subprocess.PIPE):
+# rooda processes a test started; killed at teardown if still running (a failed wait
+# must not leave a loop behind).
+_STARTED = []
+
+
+@pytest.fixture(autouse=True)
+def _kill_leftover_runs():
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def start_rooda(agent, *args, cwd, procedure="build", stdout=subprocess.PIPE, python=None):
     """`python3 rooda.py <procedure> --ai-cmd <fake agent> ...` started, not waited for."""
     env = dict(os.environ)
     env.update(agent.env)
-    return subprocess.Popen([sys.executable, ROODA, procedure, "--ai-cmd", agent.cmd] + list(args),
-                            cwd=str(cwd), env=env, stdout=stdout, stderr=subprocess.PIPE)
+    argv = [python or sys.executable, ROODA, procedure, "--ai-cmd", agent.cmd] + [str(a) for a in args]
+    proc = subprocess.Popen(argv, cwd=str(cwd), env=env, stdout=stdout, stderr=subprocess.PIPE)
+    _STARTED.append(proc)
+    return proc
+
+
+def interrupt(proc, signum=signal.SIGINT, timeout=10):
+    """Send rooda a signal and wait for it to end: (seconds it took, its stderr text)."""
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    proc.wait(timeout=timeout)
+    took = time.monotonic() - sent
+    _, err = proc.communicate()
+    return took, (err or b"").decode("utf-8", "replace")
 
 
 def progress_lines(stderr):

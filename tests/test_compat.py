@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import FAKE_AGENT, ROODA, progress_lines
+from conftest import FAKE_AGENT, ROODA, interrupt, progress_lines, start_rooda
 from interpreters import VERSIONS, find_interpreter
 
 
@@ -43,13 +43,7 @@ def test_smoke_on_every_interpreter(python, tmp_path, agent):
     assert agent.calls == 3
 
     agent.script({"actions": [{"touch": "ready"}, {"sleep": 60}]})
-    proc = subprocess.Popen([python, ROODA, "build", "--ai-cmd", cmd], cwd=str(tmp_path), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        agent.wait_for("ready")
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=15)
-    finally:
-        proc.kill()
-        proc.communicate()
+    proc = start_rooda(agent, cwd=tmp_path, python=python)
+    agent.wait_for("ready")
+    interrupt(proc, timeout=15)
     assert proc.returncode == -signal.SIGINT

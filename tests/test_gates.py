@@ -5,7 +5,8 @@ import signal
 import subprocess
 
 import rooda
-from conftest import alive, group_members, progress_lines, run_main, start_rooda, write_config
+from conftest import (alive, group_members, interrupt, progress_lines, run_main, start_rooda,
+                      write_config)
 
 SUCCESS_SIGNAL = {"actions": [{"out": "done\n<promise>SUCCESS</promise>\n"}]}
 
@@ -304,15 +305,10 @@ def test_sigint_during_a_gate_kills_the_gate_and_exits_130(workspace, agent):
     marker = os.path.join(agent.state, "gate-running")
     proc = start_rooda(agent, "--verify", "touch %s; echo $$ > %s.pid; sleep 60" % (marker, marker),
                        cwd=workspace)
-    try:
-        agent.wait_for("gate-running")
-        agent.wait_for("gate-running.pid")
-        gate_pid = agent.pid(name="gate-running.pid")
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=10)
-    finally:
-        proc.kill()
-        _, err = proc.communicate()
+    agent.wait_for("gate-running")
+    agent.wait_for("gate-running.pid")
+    gate_pid = agent.pid(name="gate-running.pid")
+    _, err = interrupt(proc)
     assert proc.returncode == -signal.SIGINT
     assert not alive(gate_pid) and group_members(gate_pid) == []
-    assert "Interrupted by SIGINT during iteration 1" in err.decode()
+    assert "Interrupted by SIGINT during iteration 1" in err

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from conftest import (ROODA, alive, group_members, progress_lines, run_rooda, start_rooda,
-                      wait_until, write_config)
+from conftest import (ROODA, alive, group_members, interrupt, progress_lines, run_rooda,
+                      start_rooda, wait_until, write_config)
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
 
@@ -124,18 +124,11 @@ def test_an_agent_killed_by_a_signal_shows_128_plus_n(workspace, agent, io_mode,
 def test_a_second_ctrl_c_during_the_grace_kills_at_once(workspace, agent, io_mode):
     agent.script({"actions": [{"ignore_term": True}, {"touch": "ready"}, {"sleep": 60}]})
     proc = start_rooda(agent, cwd=workspace, stdout=subprocess.DEVNULL)
-    try:
-        agent.wait_for("ready")
-        proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)  # not synchronisation: the first signal must have been handled
-        assert proc.poll() is None
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=10)
-        took = time.monotonic() - sent
-    finally:
-        proc.kill()
-        proc.communicate()
+    agent.wait_for("ready")
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)  # not synchronisation: the first signal must have been handled
+    assert proc.poll() is None
+    took, _ = interrupt(proc)
     assert proc.returncode == -signal.SIGINT and took < 1.0
     assert_nothing_survives(agent)
 

@@ -8,7 +8,7 @@ import stat
 import subprocess
 import time
 
-from conftest import run_main, start_rooda, write_config
+from conftest import interrupt, run_main, start_rooda, write_config
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 EVENT_FIELDS = {
@@ -126,12 +126,10 @@ def test_a_run_killed_with_sigkill_leaves_a_jsonl_whose_every_line_parses(worksp
     log_dir = tmp_path / "l"
     agent.script({"actions": [{"out": "x" * 100000}, {"touch": "ready"}, {"sleep": 60}]})
     proc = start_rooda(agent, "--log-dir", log_dir, cwd=workspace, stdout=subprocess.DEVNULL)
+    agent.wait_for("ready")
     try:
-        agent.wait_for("ready")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        interrupt(proc, signal.SIGKILL)
     finally:
-        proc.kill()
         os.killpg(agent.pid(1), signal.SIGKILL)  # rooda could not clean up after SIGKILL
     [log] = logs_in(log_dir)
     with open(log[:-4] + ".jsonl") as stream:
@@ -145,13 +143,8 @@ def test_an_interrupted_run_ends_its_jsonl_with_status_interrupted(workspace, ag
     log_dir = tmp_path / "l"
     agent.script({"actions": [{"touch": "ready"}, {"sleep": 60}]})
     proc = start_rooda(agent, "--log-dir", log_dir, cwd=workspace, stdout=subprocess.DEVNULL)
-    try:
-        agent.wait_for("ready")
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=10)
-    finally:
-        proc.kill()
-        proc.communicate()
+    agent.wait_for("ready")
+    interrupt(proc)
     [log] = logs_in(log_dir)
     stream = events(log)
     assert stream[-2]["event"] == "iteration_end" and stream[-2]["outcome"] == "interrupted"

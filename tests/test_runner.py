@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import (ROODA, alive, group_members, progress_lines, run_main, run_rooda,
-                      start_rooda, wait_until, write_config)
+                      interrupt, start_rooda, wait_until, write_config)
 
 def release(agent, name="release"):
     open(os.path.join(agent.state, name), "w").close()
@@ -54,24 +54,17 @@ def test_verbose_passes_bytes_through_unchanged(workspace, agent, capfd):
 def test_a_signal_ends_rooda_and_the_agent_group_with_128_plus_n(workspace, agent, signum):
     agent.script({"actions": [{"background": 60}, {"touch": "ready"}, {"sleep": 60}]})
     proc = start_rooda(agent, "-n", "3", cwd=workspace)
-    try:
-        agent.wait_for("ready")
-        agent.wait_for("bg-1.pid")
-        group, child = agent.pid(1), agent.pid(name="bg-1.pid")
-        assert alive(child)
-        sent = time.monotonic()
-        proc.send_signal(signum)
-        proc.wait(timeout=10)
-        took = time.monotonic() - sent
-    finally:
-        proc.kill()
-        out, err = proc.communicate()
+    agent.wait_for("ready")
+    agent.wait_for("bg-1.pid")
+    group, child = agent.pid(1), agent.pid(name="bg-1.pid")
+    assert alive(child)
+    took, err = interrupt(proc, signum)
     assert proc.returncode == -signum  # the shell shows 128 + signum
     assert took < 1.0, "rooda needed %.2fs to go" % took
     assert group_members(group) == []
     assert not alive(child)
     name = signal.Signals(signum).name
-    assert progress_lines(err.decode())[-1] == \
+    assert progress_lines(err)[-1] == \
         "Interrupted by %s during iteration 1 (0 iterations completed, total: D)" % name
 
 
@@ -249,17 +242,10 @@ def test_prompt_is_rebuilt_each_iteration(workspace, agent, capfd):
 def test_a_signal_between_iterations_stops_at_once(workspace, agent):
     agent.script({"actions": [{"touch": "ready"}]})
     proc = start_rooda(agent, "-n", "3", "--delay", "60", cwd=workspace)
-    try:
-        agent.wait_for("ready")
-        wait_until(lambda: not alive(agent.pid(1)))
-        time.sleep(0.2)  # not synchronisation: let rooda reach its delay
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=10)
-        took = time.monotonic() - sent
-    finally:
-        proc.kill()
-        _, err = proc.communicate()
+    agent.wait_for("ready")
+    wait_until(lambda: not alive(agent.pid(1)))
+    time.sleep(0.2)  # not synchronisation: let rooda reach its delay
+    took, err = interrupt(proc)
     assert proc.returncode == -signal.SIGINT and took < 1.0
-    assert progress_lines(err.decode())[-1] == \
+    assert progress_lines(err)[-1] == \
         "Interrupted by SIGINT between iterations (1 iteration completed, total: D)"
