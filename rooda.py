@@ -66,7 +66,9 @@ if TYPE_CHECKING:  # annotations only; never imported at run time (start-up cost
 # ----------------------------------------------------------------------
 
 # Where rooda.py lives: the shipped config, prompts/ and the built-in log_dir resolve here.
-ROODA_DIR = os.path.dirname(os.path.abspath(__file__))
+# The real path: through a symlink (`ln -s .../rooda.py ~/bin/rooda`) it is still the
+# directory that holds prompts/ and rooda-config.json, not the link's.
+ROODA_DIR = os.path.dirname(os.path.realpath(__file__))
 # The shipped procedures, beside rooda.py (tier "shipped").
 SHIPPED_CONFIG = os.path.join(ROODA_DIR, "rooda-config.json")
 # File names a workspace (or global) config may have, in the order they are looked for.
@@ -231,7 +233,7 @@ def format_duration(seconds: float) -> str:
     """45.2s under a minute, then 2m16s, then 1h02m03s (seed 000's progress lines)."""
     if round(seconds, 1) < 60:
         return "%.1fs" % max(seconds, 0.0)
-    whole = int(seconds)
+    whole = int(round(seconds))  # 59.96 is 1m00s, not 0m59s
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
@@ -250,6 +252,16 @@ def format_budget(seconds: float) -> str:
         if count:
             parts.append("%d%s" % (count, unit))
     return "".join(parts) or "0s"
+
+
+def backoff_delay(delay: float, backoff: float, failures: int) -> float:
+    """delay x backoff^failures, capped at BACKOFF_CAP_SECONDS (never an overflow)."""
+    pause = float(delay)
+    for _ in range(failures):
+        if pause >= BACKOFF_CAP_SECONDS:
+            break
+        pause *= backoff
+    return min(pause, BACKOFF_CAP_SECONDS)
 
 
 def closest(word: str, choices: Iterable[str]) -> Optional[str]:
@@ -1439,16 +1451,17 @@ def _merge(into: dict, layer: dict, origin: Callable[[tuple], tuple], provenance
     for key, value in layer.items():
         path = prefix + (key,)
         if value is None:
-            into.pop(key, None)
-            _forget(provenance, path)
+            if isinstance(into.pop(key, None), dict):
+                _forget(provenance, path)
             provenance[path] = origin(path)
         elif isinstance(value, dict) and isinstance(into.get(key), dict):
             if path not in provenance:
                 provenance[path] = origin(path)
             _merge(into[key], value, origin, provenance, path)
         else:
+            if isinstance(into.get(key), dict):  # only a replaced mapping has stale children
+                _forget(provenance, path)
             into[key] = _copy(value)
-            _forget(provenance, path)
             provenance[path] = origin(path)
             if isinstance(value, dict):
                 _record_children(value, path, origin, provenance)
@@ -1804,10 +1817,13 @@ class SignalScanner:
         for marker in self.bare:  # only the prompt lines that hold a signal matter
             position = text.find(marker)
             while position >= 0:
-                line = text[text.rfind(b"\n", 0, position) + 1:].split(b"\n", 1)[0].strip()
+                # Slice out only this line: linear in the prompt, however many lines quote it.
+                end = text.find(b"\n", position)
+                end = len(text) if end < 0 else end
+                line = text[text.rfind(b"\n", 0, position) + 1:end].strip()
                 if line not in self.bare:
                     echoes.add(line)
-                position = text.find(marker, position + len(marker))
+                position = text.find(marker, max(position + len(marker), end))
         return frozenset(echoes)
 
     def feed(self, stream: str, chunk: bytes) -> None:
@@ -1912,6 +1928,8 @@ class SignalGuard:
         for name in ("SIGINT", "SIGTERM", "SIGHUP"):
             if hasattr(signal, name):
                 signum = getattr(signal, name)
+                if name != "SIGTERM" and signal.getsignal(signum) == signal.SIG_IGN:
+                    continue  # nohup, a script's `&` job: ignored it was, ignored it stays
                 self._saved.append((signum, signal.signal(signum, self._record)))
         if hasattr(signal, "SIGCHLD"):
             # A Python-level handler makes SIGCHLD write to the wake-up fd; it does nothing else.
@@ -2155,6 +2173,13 @@ class _Child:
             time.sleep(0.005)
 
 
+# Signals CPython ignores for itself (SIGPIPE, SIGXFSZ) and a child must not inherit
+# ignored: with SIGPIPE ignored, `yes | head -1` in the agent's tools never ends. A
+# SIGHUP or SIGINT that rooda inherited as ignored (nohup, `&`) is not in the set: it
+# stays ignored for the agent too (SPEC 7). subprocess.Popen resets the same pair.
+_RESET_SIGNALS = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ")
+                       if hasattr(signal, name))
+
 # Where each agent program was found on PATH, so that spawning needs no lookup.
 _PROGRAM_PATHS: Dict[Tuple[str, str], Optional[str]] = {}
 
@@ -2181,7 +2206,7 @@ def _spawn(argv: List[str], use_stdin: bool, env: Optional[Dict[str, str]],
                 program = _PROGRAM_PATHS[key] or program
             actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(theirs)]
             pid = os.posix_spawn(program, argv, os.environ if env is None else env,
-                                 file_actions=actions, setsid=True)
+                                 file_actions=actions, setsid=True, setsigdef=_RESET_SIGNALS)
             child = _Child(pid)
         else:
             import subprocess
@@ -2510,6 +2535,31 @@ def _communicate(proc: _Child, stdin_fd: Optional[int], out_fd: int, err_fd: int
     )
 
 
+def _refuse_nul(argv: Sequence[str], env: Optional[Dict[str, str]]) -> None:
+    """A NUL byte cannot cross exec(): name where it is instead of failing in the spawn."""
+    for index, part in enumerate(argv):
+        if "\0" in part:
+            raise RoodaError("argument %d of the command %r contains a NUL byte, which cannot be"
+                             " passed to a program; remove it" % (index, argv[0]))
+    for name, value in (env or {}).items():
+        if "\0" in name or "\0" in value:
+            raise RoodaError("the environment variable %s contains a NUL byte; remove it from"
+                             " the config's env" % name.replace("\0", "\\0"))
+
+
+def _enter(cwd: str) -> Optional[str]:
+    """Make cwd the current directory again when it is no longer the one we are in (an
+    agent deleted and re-created the project directory); None: spawn right here."""
+    try:
+        here, there = os.stat("."), os.stat(cwd)
+    except FileNotFoundError:
+        raise RoodaError("the working directory %s no longer exists (removed during the run?)"
+                         % cwd) from None
+    if (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino):
+        os.chdir(cwd)
+    return None
+
+
 def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]] = None,
               cwd: Optional[str] = None, scanner: Optional[SignalScanner] = None,
               on_stdout: Optional[Callable[[bytes], None]] = None,
@@ -2524,6 +2574,13 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
     stdin is /dev/null.
     """
     argv = list(argv)
+    _refuse_nul(argv, env)
+    if "\0" in prompt and any(PROMPT_TOKEN in part for part in argv):
+        raise RoodaError("the prompt contains a NUL byte (a UTF-16 --context file?), which"
+                         " cannot be passed as an argument with {prompt}; use {prompt_file}"
+                         " in the agent command, or remove it")
+    if cwd is not None:
+        cwd = _enter(cwd)
     prompt_bytes = prompt.encode("utf-8")
     prompt_path = None
     use_stdin = True
@@ -2601,12 +2658,14 @@ class GateResult(Record):
     gate: str
     command: str
     exit_code: int
+    signal: Optional[str]           # the signal's name, when the command was killed by one
     seconds: float
     output: bytes
     timed_out: bool
     interrupted: Optional[int]
 
-    __slots__ = ("gate", "command", "exit_code", "seconds", "output", "timed_out", "interrupted")
+    __slots__ = ("gate", "command", "exit_code", "signal", "seconds", "output", "timed_out",
+                 "interrupted")
 
 
 def run_gate(gate: str, command: str, *, cwd: str, guard: Optional[SignalGuard], timeout: float,
@@ -2618,7 +2677,7 @@ def run_gate(gate: str, command: str, *, cwd: str, guard: Optional[SignalGuard],
                        iteration_timeout=timeout, kill_grace=kill_grace,
                        tail_bytes=FEEDBACK_TAIL_BYTES * 4)
     return GateResult(gate=gate, command=command, exit_code=result.exit_code,
-                      seconds=result.seconds, output=result.tail,
+                      signal=result.signal, seconds=result.seconds, output=result.tail,
                       timed_out=result.timed_out is not None, interrupted=result.interrupted)
 
 
@@ -3186,11 +3245,15 @@ class _Run:
             if result.exit_code == 0:
                 self.stop(STATUS_COMPLETED, "done_when")
                 return False
-            if result.exit_code != 1:
+            # 0 is done and every other exit "not yet" (make test exits 2, cargo test 101,
+            # pytest 5): only a command that cannot run, or was killed, is an error.
+            if result.exit_code in (126, 127) or result.signal or result.timed_out:
                 excerpt = error_excerpt(result.output, 3)
-                self.stop(STATUS_ERROR, "done_when command `%s` exited %d (0 means done, 1 means"
-                          " go on)%s" % (gates.done_when, result.exit_code,
-                                         ": " + " | ".join(excerpt) if excerpt else ""))
+                how = ("did not finish within %s" % format_budget(gates.timeout) if result.timed_out
+                       else "was killed by %s" % result.signal if result.signal
+                       else "exited %d (it cannot run)" % result.exit_code)
+                self.stop(STATUS_ERROR, "done_when command `%s` %s%s" % (
+                    gates.done_when, how, ": " + " | ".join(excerpt) if excerpt else ""))
                 return False
         missing = [path for path in gates.requires if not os.path.exists(os.path.join(plan.cwd, path))]
         if missing:
@@ -3199,7 +3262,7 @@ class _Run:
                 "; " + gates.requires_hint if gates.requires_hint else ""))
             return False
         if state.iteration and plan.delay:
-            pause = min(plan.delay * plan.backoff ** state.consecutive_failures, BACKOFF_CAP_SECONDS)
+            pause = backoff_delay(plan.delay, plan.backoff, state.consecutive_failures)
             self.guard.wait(pause)
             if self.guard.signum is not None:
                 self.interrupted(self.guard.signum, None)
@@ -4168,8 +4231,12 @@ def command_vendor(options: Options, directory: str) -> int:
     import shutil
 
     target = os.path.join(os.path.abspath(directory), VENDOR_DIR)
+    shown = os.path.join(directory, VENDOR_DIR)
     if not os.path.isdir(os.path.abspath(directory)):
         raise RoodaError("vendor: %s is not a directory" % directory)
+    if os.path.lexists(target) and not os.path.isdir(target):
+        raise RoodaError("vendor: %s exists and is not a directory; move it out of the way"
+                         " first" % shown)
     if os.path.realpath(target) == os.path.realpath(ROODA_DIR):
         raise RoodaError("vendor: %s is this copy of rooda itself" % target)
     manifest_path = os.path.join(target, VENDOR_MANIFEST)
@@ -4202,26 +4269,38 @@ def command_vendor(options: Options, directory: str) -> int:
         names = ", ".join(os.path.join(VENDOR_DIR, rel) for rel in edited)
         raise RoodaError("vendor: refusing to overwrite %s: edited since it was vendored (or not"
                          " vendored by rooda); keep your changes elsewhere, or run again with"
-                         " --force" % names)
-    for rel, action in plan:
-        if action != "same":
-            dest = os.path.join(target, rel)
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            shutil.copy2(os.path.join(ROODA_DIR, rel), dest)
-    for rel in stale:
-        os.unlink(os.path.join(target, rel))
-    with open(os.path.join(target, ".gitignore"), "w") as stream:
-        stream.write("# session logs of rooda (python3 .rooda/rooda.py ...), and its bytecode cache\n"
-                     "logs/\n__pycache__/\n")
-    with open(manifest_path, "w") as stream:
-        json.dump({"version": __version__, "files": new}, stream, indent=2, sort_keys=True)
-        stream.write("\n")
+                         " --force (which keeps each edited file as <file>.orig)" % names)
+    try:
+        for rel, action in plan:
+            if action != "same":
+                dest = os.path.join(target, rel)
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                if rel in edited:  # --force: the user's version survives beside the new one
+                    shutil.copy2(dest, dest + ".orig")
+                shutil.copy2(os.path.join(ROODA_DIR, rel), dest)
+        for rel in stale:
+            path = os.path.join(target, rel)
+            if rel in edited:
+                os.replace(path, path + ".orig")
+            else:
+                os.unlink(path)
+        with open(os.path.join(target, ".gitignore"), "w") as stream:
+            stream.write("# session logs of rooda (python3 .rooda/rooda.py ...), and its bytecode"
+                         " cache;\n# everything else in .rooda/ is meant to be committed\n"
+                         "logs/\n__pycache__/\n")
+        with open(manifest_path, "w") as stream:
+            json.dump({"version": __version__, "files": new}, stream, indent=2, sort_keys=True)
+            stream.write("\n")
+    except OSError as exc:
+        where = _display_path(exc.filename, os.getcwd()) if exc.filename else shown
+        raise RoodaError("vendor: cannot write %s: %s" % (where, exc.strerror or exc)) from None
     counts = {action: sum(1 for _, a in plan if a == action) for action in ("new", "update", "same")}
-    shown = os.path.join(directory, VENDOR_DIR)
     here = os.path.realpath(directory) == os.path.realpath(os.getcwd())
-    write_stdout("vendored rooda %s into %s: %d new, %d updated, %d unchanged%s\n"
+    replaced = "".join("replaced %s; your edited version is kept as %s.orig\n"
+                       % ((os.path.join(shown, rel),) * 2) for rel in edited)
+    write_stdout("%svendored rooda %s into %s: %d new, %d updated, %d unchanged%s\n"
                  "next: %spython3 %s/rooda.py doctor build\n" % (
-                     __version__, shown, counts["new"], counts["update"], counts["same"],
+                     replaced, __version__, shown, counts["new"], counts["update"], counts["same"],
                      ", %d removed" % len(stale) if stale else "",
                      "" if here else "cd %s && " % directory, VENDOR_DIR))
     return 0

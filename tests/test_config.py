@@ -227,3 +227,23 @@ def test_goose_preset_sets_goose_mode(workspace, agent, capfd, monkeypatch, tmp_
     assert goose.env == {"GOOSE_MODE": "auto"}
     write_config(workspace, {"ai_cmd_aliases": {"goose": "my-goose run"}})
     assert rooda.resolve_agent(rooda.load_config(), "build", None, "goose").env == {}
+
+
+def test_loading_many_procedures_is_linear(workspace, capfd):
+    """`list` with 5,000 procedures must not spend seconds on provenance bookkeeping."""
+    import time
+
+    def list_time(count):
+        write_config(workspace, {"procedures": {"p%d" % n: {
+            "summary": "s", "observe": "a.md", "orient": "a.md", "decide": "a.md", "act": "a.md"}
+            for n in range(count)}})
+        best = None
+        for _ in range(2):
+            started = time.perf_counter()
+            code, out, _ = run_main(capfd, "list")
+            took = time.perf_counter() - started
+            best = took if best is None else min(best, took)
+        assert code == 0 and out.count("\n") >= count
+        return best
+    ratio = list_time(5000) / list_time(500)
+    assert ratio < 30, "10x the procedures took %.0fx the time (quadratic?)" % ratio

@@ -4,6 +4,8 @@ import os
 import signal
 import subprocess
 
+import pytest
+
 import rooda
 from conftest import (alive, group_members, interrupt, progress_lines, run_main, start_rooda,
                       write_config)
@@ -105,13 +107,35 @@ def test_done_when_1_goes_on_until_it_says_done(workspace, agent, capfd):
         "Completed: done_when reports nothing left to do (2 iterations, total: D)"
 
 
-def test_done_when_with_another_exit_code_is_an_error_exit_2(workspace, agent, capfd):
+def test_done_when_that_cannot_run_is_an_error_exit_2(workspace, agent, capfd):
     code, _, err = run_main(capfd, "build", "--ai-cmd", agent.cmd,
                             "--done-when", "echo 'bd: command not found' >&2; exit 127")
     assert code == 2 and agent.calls == 0
     last = progress_lines(err)[-1]
-    assert last.startswith("ERROR: done_when command `") and "exited 127" in last
+    assert last.startswith("ERROR: done_when command `") and "exited 127 (it cannot run)" in last
     assert "bd: command not found" in last
+
+
+@pytest.mark.parametrize("exit_code", [1, 2, 5, 101])
+def test_done_when_failing_like_a_test_runner_means_not_yet(workspace, agent, capfd, exit_code):
+    """make test exits 2, pytest with no tests 5, cargo test 101: all mean "not green yet"."""
+    agent.script({}, {"actions": [{"write_file": "green", "text": ""}]})
+    code, _, err = run_main(capfd, "build", "-n", "5", "--ai-cmd", agent.cmd,
+                            "--done-when", "test -f green || exit %d" % exit_code)
+    assert code == 0 and agent.calls == 2, err
+    assert progress_lines(err)[-1].startswith("Completed: done_when reports nothing left to do")
+
+
+@pytest.mark.parametrize("command,words", [
+    ("exit 126", "exited 126 (it cannot run)"),
+    ("kill -TERM $$", "was killed by SIGTERM"),
+    ("sleep 30", "did not finish within D"),
+])
+def test_done_when_killed_or_unable_to_run_is_an_error(workspace, agent, capfd, command, words):
+    write_config(workspace, {"loop": {"gate_timeout": 0.5}})
+    code, _, err = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--done-when", command)
+    assert code == 2 and agent.calls == 0
+    assert words in progress_lines(err)[-1]
 
 
 def test_the_beads_recipe_shape_works(workspace, agent, capfd):

@@ -242,6 +242,35 @@ def test_vendor_upgrades_unedited_files_without_force(tmp_path, capfd):
     assert not (project / ".rooda" / "prompts" / "act" / "retired.md").exists()
 
 
+def test_vendor_force_names_each_replaced_file_and_keeps_the_edit_as_orig(tmp_path, capfd):
+    project = tmp_path / "project"
+    project.mkdir()
+    run_main(capfd, "vendor", project)
+    edited = project / ".rooda" / "prompts" / "act" / "implement.md"
+    edited.write_text("my own build instructions\n")
+    code, out, _ = run_main(capfd, "vendor", project, "--force")
+    assert code == 0
+    assert "replaced %s; your edited version is kept as %s.orig" % ((
+        os.path.join(str(project), ".rooda", "prompts", "act", "implement.md"),) * 2) in out
+    assert (project / ".rooda" / "prompts" / "act" / "implement.md.orig").read_text() == \
+        "my own build instructions\n"
+
+
+def test_vendor_where_it_cannot_write_is_one_clear_error(tmp_path, capfd):
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / ".rooda").write_text("a file, not a directory")
+    code, _, err = run_main(capfd, "vendor", occupied)
+    assert code == 2 and "exists and is not a directory" in err and "Traceback" not in err
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    if os.geteuid() == 0:  # root writes into any mode-555 directory; not into sysfs
+        read_only = "/sys" if os.path.isdir("/sys") else pytest.skip("no read-only directory")
+    code, _, err = run_main(capfd, "vendor", read_only)
+    assert code == 2 and "vendor: cannot write" in err and "Traceback" not in err
+
+
 def test_vendor_into_a_missing_directory_is_an_error(tmp_path, capfd):
     code, _, err = run_main(capfd, "vendor", tmp_path / "nope")
     assert code == 2 and "is not a directory" in err

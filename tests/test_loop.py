@@ -1,6 +1,8 @@
 """The iteration loop of seed 000 / SPEC 5, driven in-process with the fake agent."""
 import pytest
 
+import rooda
+
 from conftest import progress_lines, run_main, write_config
 
 OK = {}
@@ -335,3 +337,18 @@ def test_backoff_multiplies_the_delay_per_consecutive_failure(workspace, agent, 
     code, _, _ = run(capfd, agent, "-n", "3")
     assert agent.started(2) - agent.started(1) >= 0.2 * 3       # after 1 failure
     assert agent.started(3) - agent.started(2) >= 0.2 * 3 ** 2  # after 2 failures
+
+
+# --- small utilities that the progress lines and the delay depend on ------------------
+
+def test_durations_round_to_the_unit_they_show():
+    assert rooda.format_duration(59.94) == "59.9s"
+    assert rooda.format_duration(59.96) == "1m00s"
+    assert rooda.format_duration(119.6) == "2m00s"
+    assert rooda.format_duration(3723.2) == "1h02m03s"
+
+
+def test_the_backoff_delay_is_capped_without_overflowing():
+    assert rooda.backoff_delay(2, 2, 3) == 16
+    assert rooda.backoff_delay(1, 1e308, 50) == rooda.BACKOFF_CAP_SECONDS
+    assert rooda.backoff_delay(0.5, 1, 10 ** 6) == 0.5

@@ -249,3 +249,105 @@ def test_a_signal_between_iterations_stops_at_once(workspace, agent):
     assert proc.returncode == -signal.SIGINT and took < 1.0
     assert progress_lines(err)[-1] == \
         "Interrupted by SIGINT between iterations (1 iteration completed, total: D)"
+
+
+# --- what children inherit (SPEC 7 rev 2) ---------------------------------------------
+
+def ignored_signals(status_text):
+    """The SigIgn mask of a /proc/<pid>/status text as a set of signal numbers."""
+    for line in status_text.splitlines():
+        if line.startswith("SigIgn:"):
+            mask = int(line.split()[1], 16)
+            return {bit + 1 for bit in range(64) if mask >> bit & 1}
+    raise AssertionError("no SigIgn line in %r" % status_text)
+
+
+def test_the_agent_and_the_gates_start_with_sigpipe_and_sigxfsz_at_default(workspace):
+    report = "grep SigIgn /proc/$$/status"
+    proc = run_rooda("build", "-n", "1", "-v", "--ai-cmd", "sh -c '%s'" % report,
+                     "--verify", report + " >&2", cwd=workspace)
+    assert proc.returncode == 0, proc.stderr
+    for text in (proc.stdout.decode(), proc.stderr.decode()):
+        ignored = ignored_signals(text)
+        assert signal.SIGPIPE not in ignored and signal.SIGXFSZ not in ignored
+
+
+def test_yes_piped_into_head_ends_at_once_and_quietly_under_rooda(workspace):
+    proc = run_rooda("build", "-n", "1", "-v", "--timeout", "20", "--ai-cmd",
+                     "sh -c 'yes | head -1; while true; do echo y; done | head -1'", cwd=workspace)
+    assert proc.returncode == 0 and "(success)" in proc.stderr.decode(), proc.stderr
+    assert proc.stdout == b"y\ny\n"
+    assert b"Broken pipe" not in proc.stderr
+
+
+def test_sighup_inherited_as_ignored_stays_ignored_by_rooda_and_the_agent(workspace, agent):
+    """`nohup python3 rooda.py build &`, then logging out: the run goes on."""
+    agent.script({"actions": [{"touch": "ready"}, {"wait_for": "go"},
+                              {"out": "<promise>SUCCESS</promise>\n"}]})
+    env = dict(os.environ, **agent.env)
+    proc = subprocess.Popen([sys.executable, ROODA, "build", "--ai-cmd", agent.cmd], cwd=str(workspace),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        agent.wait_for("ready")
+        with open("/proc/%d/status" % agent.pid(1)) as stream:
+            assert signal.SIGHUP in ignored_signals(stream.read())
+        proc.send_signal(signal.SIGHUP)   # the terminal went away
+        os.killpg(agent.pid(1), signal.SIGHUP)
+        time.sleep(0.2)  # not synchronisation: give a wrongly handled SIGHUP time to act
+        release(agent, "go")
+        _, err = proc.communicate(timeout=30)
+    finally:
+        release(agent, "go")
+    assert proc.returncode == 0, err
+    assert "Completed: agent signalled SUCCESS" in err.decode()
+
+
+def test_an_agent_that_recreates_the_project_directory_does_not_break_the_next_iteration(
+        tmp_path, agent):
+    project = tmp_path / "project"
+    project.mkdir()
+    script = "import os, shutil; os.chdir('..'); shutil.rmtree('project'); os.mkdir('project')"
+    agent.script({"actions": [{"out": "rebuilt\n"}]})
+    proc = run_rooda("build", "-n", "2", "--no-log", "--ai-cmd", "%s -c \"%s\"" % (sys.executable, script),
+                     "--verify", "pwd", cwd=str(project), env=agent.env)
+    assert proc.returncode == 0, proc.stderr
+    lines = progress_lines(proc.stderr.decode())
+    assert "Iteration 2/2 completed in D (success)" in lines
+
+
+def test_a_nul_byte_in_a_prompt_argument_is_one_clear_error(workspace, agent, capfd):
+    (workspace / "notes.txt").write_bytes("notes".encode("utf-16"))
+    code, _, err = run_main(capfd, "build", "-n", "1", "-c", "@notes.txt", "--ai-cmd",
+                            agent.cmd + " {prompt}")
+    assert code == 2 and agent.calls == 0
+    assert "the prompt contains a NUL byte" in err and "{prompt_file}" in err
+    assert "Traceback" not in err
+
+
+def test_a_nul_byte_in_the_agent_environment_is_one_clear_error(workspace, agent, capfd):
+    write_config(workspace, {"loop": {"env": {"TOKEN": "a\u0000b"}}})
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd)
+    assert code == 2 and agent.calls == 0
+    assert "TOKEN contains a NUL byte" in err and "Traceback" not in err
+
+
+def test_rooda_run_through_a_symlink_finds_its_procedures_and_logs_beside_itself(tmp_path):
+    """`ln -s .../.rooda/rooda.py ~/bin/rooda`: prompts, config and logs are the copy's."""
+    project = tmp_path / "project"
+    project.mkdir()
+    assert run_rooda("vendor", str(project)).returncode == 0
+    link = tmp_path / "bin" / "rooda"
+    link.parent.mkdir()
+    link.symlink_to(project / ".rooda" / "rooda.py")
+    listing = subprocess.run([sys.executable, str(link), "list"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, cwd=str(project), timeout=30)
+    assert listing.returncode == 0 and b"build " in listing.stdout, listing.stderr
+    env = dict(os.environ)
+    env.pop("ROODA_LOOP_LOG_DIR")  # the built-in log_dir: logs/ beside rooda.py
+    run = subprocess.run([sys.executable, str(link), "build", "-n", "1", "--ai-cmd", "true"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(project),
+                         env=env, timeout=30)
+    assert run.returncode == 0, run.stderr
+    assert os.listdir(str(project / ".rooda" / "logs"))
+    assert not (tmp_path / "bin" / "logs").exists()

@@ -113,3 +113,25 @@ def test_custom_signals():
 ])
 def test_outcome_matrix(exit_code, signals, timed_out, verified, expected):
     assert classify_outcome(exit_code, signals, timed_out, verified) == expected
+
+
+def best_of(runs, action):
+    import time
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def test_the_echo_guard_setup_is_linear_in_the_prompt():
+    """A 10 MB prompt with thousands of lines quoting a signal must not take seconds."""
+    line = "Print <promise>SUCCESS</promise> when the task is done. " + "x" * 500 + "\n"
+    small, large = line * 2000, line * 8000
+    signals = {"SUCCESS": ["<promise>SUCCESS</promise>"], "FAILURE": ["<promise>FAILURE</promise>"]}
+
+    def setup(prompt):
+        return lambda: SignalScanner(signals, prompt + str(len(prompt)))  # no cache hit
+    ratio = best_of(3, setup(large)) / best_of(3, setup(small))
+    assert ratio < 8, "4x the prompt took %.1fx the time (quadratic?)" % ratio
