@@ -28,12 +28,13 @@ Sections, in this order (each name is defined before it is used):
   10. Signals and process groups
   11. Agent process
   12. Gates
-  13. Session logs
-  14. Progress lines
-  15. The loop
-  16. Command line
-  17. Commands
-  18. main
+  13. Git
+  14. Session logs
+  15. Progress lines
+  16. The loop
+  17. Command line
+  18. Commands
+  19. main
 """
 from __future__ import annotations
 
@@ -225,6 +226,15 @@ class ConfigError(RoodaError):
         return "\n".join(self.lines())
 
 
+class Interrupted(Exception):
+    """SIGINT, SIGTERM or SIGHUP arrived: the run stops at once, starting nothing new.
+    Not an error: the run ends as interrupted and rooda dies of the same signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 # ----------------------------------------------------------------------
 # 3. Small utilities
 # ----------------------------------------------------------------------
@@ -291,6 +301,20 @@ def _scalar_text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def _tee(*sinks: Optional[Callable[[bytes], None]]) -> Optional[Callable[[bytes], None]]:
+    """One sink that feeds all the given ones (None for none)."""
+    present = [sink for sink in sinks if sink is not None]
+    if not present:
+        return None
+    if len(present) == 1:
+        return present[0]
+
+    def both(chunk: bytes) -> None:
+        for sink in present:
+            sink(chunk)
+    return both
 
 
 def plural(count: int, word: str) -> str:
@@ -2681,138 +2705,6 @@ def run_gate(gate: str, command: str, *, cwd: str, guard: Optional[SignalGuard],
                       timed_out=result.timed_out is not None, interrupted=result.interrupted)
 
 
-def git_environment() -> Dict[str, str]:
-    """Git that never waits for a person: no prompts, no editor, ssh in batch mode."""
-    env = dict(os.environ)
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    env["GIT_EDITOR"] = "true"
-    if not env.get("GIT_SSH_COMMAND"):
-        env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"
-    return env
-
-
-def git(args: Sequence[str], cwd: str, timeout: float = 60,
-        env: Optional[Dict[str, str]] = None) -> Tuple[int, str, str]:
-    """(exit code, stdout, stderr) of a short git command; 127 when git is missing."""
-    import subprocess
-
-    try:
-        done = subprocess.run(["git"] + list(args), cwd=cwd, env=env or git_environment(),
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, timeout=timeout)
-    except FileNotFoundError:
-        return 127, "", "git: command not found"
-    except subprocess.TimeoutExpired:
-        return 124, "", "git %s: no answer within %s" % (args[0], format_budget(timeout))
-    return (done.returncode, done.stdout.decode("utf-8", "replace"),
-            done.stderr.decode("utf-8", "replace"))
-
-
-def git_toplevel(cwd: str) -> Optional[str]:
-    """The repository's top directory, or None outside a git work tree."""
-    code, out, _ = git(["rev-parse", "--show-toplevel"], cwd)
-    return out.strip() if code == 0 and out.strip() else None
-
-
-def git_head(cwd: str) -> Optional[str]:
-    """HEAD's commit id, or None (no repository, or no commit yet)."""
-    code, out, _ = git(["rev-parse", "-q", "--verify", "HEAD"], cwd)
-    return out.strip() if code == 0 else None
-
-
-def _excluded_pathspec(top: str, log_dir: Optional[str]) -> List[str]:
-    """Pathspecs for the whole repository without the log directory (never a change)."""
-    specs = [":(top)"]
-    if log_dir:
-        relative = os.path.relpath(os.path.realpath(log_dir), os.path.realpath(top))
-        if not relative.startswith(".."):
-            specs.append(":(top,exclude)%s" % relative.replace(os.sep, "/"))
-    return specs
-
-
-def worktree_state(cwd: str, top: str, log_dir: Optional[str], timeout: float) -> str:
-    """A fingerprint of HEAD and the whole work tree, untracked files included and the
-    log directory excluded: a tree hash built in a temporary copy of the index."""
-    import shutil
-    import tempfile
-
-    head = git_head(cwd) or "-"
-    code, index_path, _ = git(["rev-parse", "--git-path", "index"], cwd)
-    index_path = os.path.join(cwd, index_path.strip())
-    handle, scratch = tempfile.mkstemp(prefix="rooda-index-")
-    os.close(handle)
-    try:
-        if os.path.isfile(index_path):
-            shutil.copyfile(index_path, scratch)  # unchanged files keep their cached hashes
-        else:
-            os.unlink(scratch)
-        env = git_environment()
-        env["GIT_INDEX_FILE"] = scratch
-        code, _, err = git(["add", "-A", "--"] + _excluded_pathspec(top, log_dir), cwd, timeout, env)
-        if code != 0:
-            return "%s:unknown:%s" % (head, err.strip())
-        code, tree, _ = git(["write-tree"], cwd, timeout, env)
-        return "%s:%s" % (head, tree.strip())
-    finally:
-        if os.path.exists(scratch):
-            os.unlink(scratch)
-
-
-def commit_and_push(cwd: str, top: str, gates: Gates, procedure: str, iteration: int,
-                    head_before: Optional[str], log_dir: Optional[str]
-                    ) -> Tuple[Optional[str], List[Tuple[str, int, float]]]:
-    """The git gate after a successful iteration: commit what changed, push new commits.
-
-    Returns (git's own error message or None, [(command, exit code, seconds)] for the log).
-    """
-    ran: List[Tuple[str, int, float]] = []
-
-    def step(args: List[str]) -> Tuple[int, str, str]:
-        started = time.monotonic()
-        code, out, err = git(args, cwd, gates.timeout)
-        ran.append(("git " + " ".join(args), code, time.monotonic() - started))
-        return code, out, err
-
-    def failure(what: str, out: str, err: str) -> str:
-        message = (err.strip() or out.strip()).splitlines()
-        return "%s failed: %s" % (what, " | ".join(message[-3:]) if message else "no message")
-
-    if gates.commit:
-        specs = _excluded_pathspec(top, log_dir)
-        code, out, err = step(["status", "--porcelain", "--"] + specs)
-        if code != 0:
-            return failure("git status", out, err), ran
-        if out.strip():
-            code, out, err = step(["add", "-A", "--"] + specs)
-            if code != 0:
-                return failure("git add", out, err), ran
-            message = (gates.message or DEFAULT_COMMIT_MESSAGE).replace(
-                "{procedure}", procedure).replace("{iteration}", str(iteration))
-            code, out, err = step(["commit", "-q", "-m", message])
-            if code != 0:
-                if "user.name" in err or "user.email" in err or "identity" in err:
-                    err += "\n(set it with: git config user.name 'Your Name' and git config" \
-                           " user.email you@example.com)"
-                return failure("git commit", out, err), ran
-    if gates.push and git_head(cwd) not in (None, head_before):
-        code, upstream, _ = git(["rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}"], cwd)
-        if code == 0 and upstream.strip():
-            code, out, err = step(["push", "-q"])
-        else:
-            code, branch, err = git(["symbolic-ref", "--short", "HEAD"], cwd)
-            code, remotes, _ = git(["remote"], cwd)
-            names = remotes.split()
-            if not names:
-                return "git push failed: the repository has no remote to push to", ran
-            remote = "origin" if "origin" in names else names[0]
-            code, out, err = step(["push", "-q", "-u", remote, "HEAD:refs/heads/%s" % branch.strip()])
-            if code == 0:
-                git(["branch", "-q", "--set-upstream-to=%s/%s" % (remote, branch.strip())], cwd)
-        if code != 0:
-            return failure("git push", out, err), ran
-    return None, ran
-
-
 def error_fingerprint(output: bytes) -> str:
     """What makes two failures 'the same error': the last 2 KB of output with numbers,
     hex ids, timestamps and temporary paths masked, blanks collapsed."""
@@ -2839,8 +2731,277 @@ def error_excerpt(output: bytes, lines: int = 5) -> List[str]:
     return [line.rstrip()[:200] for line in text.splitlines() if line.strip()][-lines:]
 
 
+def telling_line(text: str) -> str:
+    """The line that says what went wrong: the last non-blank one that is not a `hint:`
+    (git ends its reports with hints, which hid the reason); when that is a generic
+    `fatal:`, the `error:` line before it says more and leads. At most 200 characters."""
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not line.strip().startswith("hint:")]
+    if not lines:
+        return ""
+    last = lines[-1]
+    if last.startswith("fatal:"):
+        errors = [line for line in lines[:-1] if line.startswith("error:")]
+        if errors:
+            last = "%s; %s" % (errors[-1], last)
+    return last[:200]
+
+
 # ----------------------------------------------------------------------
-# 13. Session logs
+# 13. Git
+# ----------------------------------------------------------------------
+# The git gates (commit, push, stuck.no_change) and HEAD for the logs. Every git command
+# runs like a gate -- its own process group, the run's signal guard, gate_timeout -- so
+# a slow hook never outlives rooda and Ctrl+C stops it at once (SPEC 6). HEAD, read
+# before and after every iteration, comes from the repository's own files instead:
+# starting git twice per iteration was most of rooda's overhead in a repository.
+
+# Commit ids: SHA-1 (40 hex digits) or SHA-256 (64).
+_OBJECT_ID_LENGTHS = (40, 64)
+# Refs that live in a linked worktree's own git directory, not in the common one.
+_PER_WORKTREE_REFS = ("refs/bisect/", "refs/worktree/", "refs/rewritten/")
+
+
+def git_environment() -> Dict[str, str]:
+    """Git that never waits for a person: no prompts, no editor, ssh in batch mode."""
+    env = dict(os.environ)
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["GIT_EDITOR"] = "true"
+    if not env.get("GIT_SSH_COMMAND"):
+        env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"
+    return env
+
+
+class GitResult(Record):
+    """One git command: its exit code, output and whether a signal interrupted it."""
+
+    exit_code: int
+    out: str
+    err: str
+    interrupted: Optional[int]
+
+    __slots__ = ("exit_code", "out", "err", "interrupted")
+
+    def message(self) -> str:
+        """git's telling line: the last one that is not a `hint:` (a hook's report
+        included), else its exit code."""
+        return telling_line(self.err + "\n" + self.out) or "exit %d" % self.exit_code
+
+
+def git(args: Sequence[str], cwd: str, *, timeout: float = 60.0,
+        env: Optional[Dict[str, str]] = None, guard: Optional[SignalGuard] = None,
+        kill_grace: float = 5.0, echo_out: Optional[Callable[[bytes], None]] = None,
+        echo_err: Optional[Callable[[bytes], None]] = None) -> GitResult:
+    """Run git like a gate (own process group, timeout, the guard's signals); its output
+    is also passed to the echo sinks (verbose, log). Exit 127 when git is missing."""
+    out: List[bytes] = []
+    err: List[bytes] = []
+    try:
+        result = run_agent(["git"] + list(args), "", env=env or git_environment(), cwd=cwd,
+                           guard=guard, on_stdout=_tee(out.append, echo_out),
+                           on_stderr=_tee(err.append, echo_err), iteration_timeout=timeout,
+                           kill_grace=kill_grace, tail_bytes=1)
+    except RoodaError as exc:
+        return GitResult(exit_code=127, out="", err=str(exc), interrupted=None)
+    error = b"".join(err).decode("utf-8", "replace")
+    if result.timed_out:
+        error += "\ngit %s: no answer within %s; stopped" % (args[0], format_budget(timeout))
+    return GitResult(exit_code=result.exit_code, out=b"".join(out).decode("utf-8", "replace"),
+                     err=error, interrupted=result.interrupted)
+
+
+class GitRepository(Record):
+    """Where a work tree's repository keeps HEAD (git_dir) and the refs (common_dir:
+    the same directory, except in a linked worktree)."""
+
+    top: str
+    git_dir: str
+    common_dir: str
+    reftable: bool                  # refs in a reftable: only git can read them
+
+    __slots__ = ("top", "git_dir", "common_dir", "reftable")
+
+
+def find_repository(cwd: str) -> Tuple[Optional[GitRepository], str]:
+    """The repository of cwd, or None and why: "" when cwd is simply not in one, else
+    git's own reason (dubious ownership, a broken .git, no git at all)."""
+    result = git(["rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir"], cwd)
+    lines = result.out.splitlines()
+    if result.exit_code != 0 or len(lines) < 3:
+        reason = " ".join(line.strip() for line in result.err.splitlines() if line.strip())
+        if result.exit_code == 127:
+            return None, "git is not installed (%s)" % reason
+        if "not a git repository" in reason.lower() or not reason:
+            return None, ""  # simply not in one
+        return None, "git cannot use the repository of %s: %s" % (cwd, reason)
+    common = os.path.normpath(os.path.join(cwd, lines[2]))
+    return GitRepository(top=lines[0], git_dir=lines[1], common_dir=common,
+                         reftable=os.path.isdir(os.path.join(common, "reftable"))), ""
+
+
+# packed-refs by path, with the stat signature it was read under.
+_PACKED_REFS: Dict[str, Tuple[tuple, Dict[str, str]]] = {}
+
+
+def _packed_refs(common_dir: str) -> Dict[str, str]:
+    path = os.path.join(common_dir, "packed-refs")
+    try:
+        info = os.stat(path)
+    except OSError:
+        return {}
+    signature = (info.st_mtime_ns, info.st_size, info.st_ino)
+    cached = _PACKED_REFS.get(path)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    refs = {}
+    with open(path, "rb") as stream:
+        for line in stream.read().decode("utf-8", "replace").splitlines():
+            parts = line.split(" ", 1)
+            if len(parts) == 2 and not line.startswith(("#", "^")):
+                refs[parts[1].strip()] = parts[0]
+    _PACKED_REFS[path] = (signature, refs)
+    return refs
+
+
+def read_head(repo: GitRepository) -> Optional[str]:
+    """HEAD's commit id from the repository's files (HEAD, loose refs, packed-refs), as
+    `git rev-parse HEAD` would say it; None on an unborn branch. Where the files cannot
+    say (a reftable, something unexpected), git is asked."""
+    if not repo.reftable:
+        try:
+            with open(os.path.join(repo.git_dir, "HEAD"), "rb") as stream:
+                value = stream.read().decode("ascii").strip()
+            for _ in range(5):  # a symbolic ref may point at another one
+                if not value.startswith("ref:"):
+                    if len(value) in _OBJECT_ID_LENGTHS and all(c in "0123456789abcdef" for c in value):
+                        return value
+                    break
+                name = value[4:].strip()
+                base = repo.git_dir if name.startswith(_PER_WORKTREE_REFS) else repo.common_dir
+                try:
+                    with open(os.path.join(base, name), "rb") as stream:
+                        value = stream.read().decode("ascii").strip()
+                except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                    packed = _packed_refs(repo.common_dir).get(name)
+                    if packed is None:
+                        return None  # an unborn branch: no commit yet
+                    value = packed
+        except (OSError, UnicodeDecodeError):
+            pass
+    result = git(["rev-parse", "-q", "--verify", "HEAD"], repo.top)
+    return result.out.strip() if result.exit_code == 0 else None
+
+
+def session_log_pathspecs(repo: GitRepository, log_dir: Optional[str]) -> List[str]:
+    """Pathspecs of rooda's own session logs in the log directory, when it is inside the
+    repository: the only files a git gate leaves out (SPEC 6), wherever the directory
+    is and whether or not it is ignored."""
+    import re
+
+    if not log_dir:
+        return []
+    relative = os.path.relpath(os.path.realpath(log_dir), os.path.realpath(repo.top))
+    if relative == ".." or relative.startswith(".." + os.sep):
+        return []
+    prefix = "" if relative == "." else re.sub(r"([*?\[\\])", r"\\\1",
+                                                 relative.replace(os.sep, "/")) + "/"
+    return [":(top,glob)%ssession-[0-9]*%s" % (prefix, suffix) for suffix in (".log", ".jsonl")]
+
+
+def stage_everything(run_git: "Callable[..., GitResult]", repo: GitRepository, log_dir: Optional[str],
+                     env: Optional[Dict[str, str]] = None) -> Optional[str]:
+    """`git add -A`, then rooda's session logs taken out of the index again (adding them
+    with an exclude pathspec fails when the log directory is git-ignored, the layout
+    `vendor` creates). git's message when it failed, else None."""
+    result = run_git(["add", "-A"], env=env)
+    if result.exit_code != 0:
+        return "git add failed: " + result.message()
+    specs = session_log_pathspecs(repo, log_dir)
+    if specs:
+        result = run_git(["rm", "-r", "-f", "--cached", "-q", "--ignore-unmatch", "--"] + specs,
+                         env=env)
+        if result.exit_code != 0:
+            return "git rm --cached (rooda's session logs) failed: " + result.message()
+    return None
+
+
+def worktree_fingerprint(run_git: "Callable[..., GitResult]", repo: GitRepository, log_dir: Optional[str]
+                         ) -> Tuple[Optional[str], Optional[str]]:
+    """(fingerprint, None) of HEAD and the whole work tree, untracked files included and
+    rooda's logs left out -- a tree hash built in a scratch copy of the index -- or
+    (None, git's message) when git failed: never "unchanged" by mistake."""
+    import shutil
+    import tempfile
+
+    head = read_head(repo) or "-"
+    handle, scratch = tempfile.mkstemp(prefix="rooda-index-")
+    os.close(handle)
+    try:
+        index = os.path.join(repo.git_dir, "index")
+        if os.path.isfile(index):
+            shutil.copyfile(index, scratch)  # unchanged files keep their cached hashes
+        else:
+            os.unlink(scratch)
+        env = git_environment()
+        env["GIT_INDEX_FILE"] = scratch
+        problem = stage_everything(run_git, repo, log_dir, env)
+        if problem:
+            return None, problem
+        result = run_git(["write-tree"], env=env)
+        if result.exit_code != 0:
+            return None, "git write-tree failed: " + result.message()
+        return "%s:%s" % (head, result.out.strip()), None
+    finally:
+        if os.path.exists(scratch):
+            os.unlink(scratch)
+
+
+def commit_and_push(run_git: "Callable[..., GitResult]", repo: GitRepository, gates: Gates, procedure: str,
+                    iteration: int, log_dir: Optional[str]) -> Optional[str]:
+    """The git gate after a successful iteration: commit what `git add` really staged
+    (not what `git status` shows: showUntrackedFiles=no and dirty submodules distort
+    it), then push whenever the branch is ahead of its upstream, so that a push that
+    failed once is retried. git's own message when something failed, else None."""
+    if gates.commit:
+        problem = stage_everything(run_git, repo, log_dir)
+        if problem:
+            return problem
+        staged = run_git(["diff", "--cached", "--quiet"])
+        if staged.exit_code not in (0, 1):
+            return "git diff --cached failed: " + staged.message()
+        if staged.exit_code == 1:
+            message = (gates.message or DEFAULT_COMMIT_MESSAGE).replace(
+                "{procedure}", procedure).replace("{iteration}", str(iteration))
+            result = run_git(["commit", "-q", "-m", message])
+            if result.exit_code != 0:
+                text = result.message()
+                if any(word in result.err for word in ("user.name", "user.email", "identity")):
+                    text += " (set it with: git config user.name 'Your Name' and git config" \
+                            " user.email you@example.com)"
+                return "git commit failed: " + text
+    if gates.push and read_head(repo) is not None:
+        upstream = run_git(["rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}"])
+        if upstream.exit_code == 0 and upstream.out.strip():
+            ahead = run_git(["rev-list", "--count", "@{u}..HEAD"])
+            if ahead.exit_code == 0 and ahead.out.strip() == "0":
+                return None
+            result = run_git(["push", "-q"])
+        else:
+            branch = run_git(["symbolic-ref", "--short", "-q", "HEAD"]).out.strip()
+            if not branch:
+                return "git push failed: HEAD is detached; check out a branch to push"
+            remotes = run_git(["remote"]).out.split()
+            if not remotes:
+                return "git push failed: the repository has no remote to push to"
+            remote = "origin" if "origin" in remotes else remotes[0]
+            result = run_git(["push", "-q", "-u", remote, branch])
+        if result.exit_code != 0:
+            return "git push failed: " + result.message()
+    return None
+
+
+# ----------------------------------------------------------------------
+# 14. Session logs
 # ----------------------------------------------------------------------
 # Two files per run (SPEC 8): `.log` for people (seed 002's shape) and `.jsonl` for
 # programs, both opened with O_APPEND and written with one os.write per piece, so
@@ -2926,7 +3087,7 @@ class SessionLog:
 
 
 # ----------------------------------------------------------------------
-# 14. Progress lines
+# 15. Progress lines
 # ----------------------------------------------------------------------
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
@@ -3028,14 +3189,15 @@ class PassThrough:
 
 
 # ----------------------------------------------------------------------
-# 15. The loop
+# 16. The loop
 # ----------------------------------------------------------------------
 
 class RunPlan(Record):
     """Everything a run needs, resolved from the configuration and the command line.
 
     `prompt_file` is set for `prompt <file>` (its text replaces the assembled phases);
-    `log_dir` is None with --no-log; `git_top` is the repository when a gate needs git.
+    `log_dir` is None with --no-log; `repo` is the git repository (for the git gates and
+    the logs' HEAD), None outside one or when nothing needs it.
     """
 
     procedure: str
@@ -3061,13 +3223,13 @@ class RunPlan(Record):
     gates: Gates
     log_dir: Optional[str]
     prompt_file: Optional[str]
-    git_top: Optional[str]
+    repo: Optional[GitRepository]
 
     __slots__ = ("procedure", "fragments", "context", "max_iterations", "failure_threshold",
                  "iteration_timeout", "idle_timeout", "max_time", "delay", "backoff",
                  "kill_grace", "feedback", "max_output_buffer", "signals", "agent", "env",
                  "verbosity", "color", "cwd", "sources", "gates", "log_dir", "prompt_file",
-                 "git_top")
+                 "repo")
 
 
 class IterationRecord(Record):
@@ -3162,20 +3324,6 @@ def _fragment_names(plan: RunPlan) -> List[str]:
             for phase in PHASES for f in plan.fragments[phase]]
 
 
-def _tee(*sinks: Optional[Callable[[bytes], None]]) -> Optional[Callable[[bytes], None]]:
-    """One sink that feeds all the given ones (None for none)."""
-    present = [sink for sink in sinks if sink is not None]
-    if not present:
-        return None
-    if len(present) == 1:
-        return present[0]
-
-    def both(chunk: bytes) -> None:
-        for sink in present:
-            sink(chunk)
-    return both
-
-
 class _Run:
     """One run of the loop: the plan, its state, and where output goes."""
 
@@ -3192,6 +3340,7 @@ class _Run:
             self.stderr_sink = PassThrough(sys.stderr, progress, "stderr")
         self.log_sink = log.write if log is not None else None
         self.agent_env = _agent_env(plan, self.agent)
+        self.during: Optional[int] = None   # the iteration under way (for "interrupted during")
 
     def gate(self, gate: str, command: str) -> GateResult:
         """Run a gate, showing its output in verbose mode and logging it."""
@@ -3203,10 +3352,36 @@ class _Run:
                           on_output=_tee(self.stdout_sink, self.log_sink),
                           on_stderr=_tee(self.stderr_sink, self.log_sink))
         self.record_gate(gate, command, result.exit_code, result.seconds)
+        if result.interrupted is not None:
+            raise Interrupted(result.interrupted)
         if result.timed_out:
             self.progress.warn("%s: `%s` did not finish within %s and was stopped"
                                % (gate, command, format_budget(plan.gates.timeout)))
         return result
+
+    def run_git(self, args: List[str], env: Optional[Dict[str, str]] = None,
+                record: bool = False) -> GitResult:
+        """A git command of the run, under its guard and gate_timeout; with `record`, a
+        gate shown in verbose mode and logged with its output (hooks' reports included)."""
+        plan = self.plan
+        shown = "git " + " ".join(args)
+        if record and self.log is not None:
+            self.log.text("--- git: %s ---\n" % shown)
+        started = time.monotonic()
+        result = git(args, plan.cwd, timeout=plan.gates.timeout, env=env, guard=self.guard,
+                     kill_grace=plan.kill_grace,
+                     echo_out=_tee(self.stdout_sink, self.log_sink) if record else None,
+                     echo_err=_tee(self.stderr_sink, self.log_sink) if record else None)
+        if record:
+            self.record_gate(GATE_GIT, shown, result.exit_code, time.monotonic() - started)
+        if result.interrupted is not None:
+            raise Interrupted(result.interrupted)
+        return result
+
+    def checkpoint(self) -> None:
+        """Stop at once when a signal has arrived: nothing new is started after it."""
+        if self.guard.signum is not None:
+            raise Interrupted(self.guard.signum)
 
     def record_gate(self, gate: str, command: str, exit_code: int, seconds: float) -> None:
         if self.log is not None:
@@ -3224,9 +3399,8 @@ class _Run:
     def before_iteration(self) -> bool:
         """SPEC 5's checks before an iteration, in order; False when the loop must stop."""
         plan, state, gates = self.plan, self.state, self.plan.gates
-        if self.guard.signum is not None:
-            self.interrupted(self.guard.signum, None)
-            return False
+        self.during = None
+        self.checkpoint()
         # The threshold first, so that a cap of 1 with a threshold of 1 aborts (seed 000).
         if state.consecutive_failures >= plan.failure_threshold:
             self.stop(STATUS_ABORTED, "%d consecutive failures" % state.consecutive_failures)
@@ -3239,9 +3413,6 @@ class _Run:
             return False
         if gates.done_when:
             result = self.gate(GATE_DONE_WHEN, gates.done_when)
-            if result.interrupted is not None:
-                self.interrupted(result.interrupted, None)
-                return False
             if result.exit_code == 0:
                 self.stop(STATUS_COMPLETED, "done_when")
                 return False
@@ -3264,15 +3435,14 @@ class _Run:
         if state.iteration and plan.delay:
             pause = backoff_delay(plan.delay, plan.backoff, state.consecutive_failures)
             self.guard.wait(pause)
-            if self.guard.signum is not None:
-                self.interrupted(self.guard.signum, None)
-                return False
+            self.checkpoint()
         return True
 
     def iteration(self) -> bool:
         """Run one iteration and its gates; False when the loop must stop."""
         plan, state, gates, progress, log = self.plan, self.state, self.plan.gates, self.progress, self.log
         number = state.iteration + 1
+        self.during = number
         cap = plan.max_iterations
         label = "%d/%d" % (number, cap) if cap is not None else "%d" % number
         prompt = build_prompt(plan, state.previous)
@@ -3281,10 +3451,10 @@ class _Run:
             raise RoodaError("the prompt (%d bytes) is too long to pass as one argument with"
                              " {prompt}; use {prompt_file} in the agent command instead"
                              % len(prompt_bytes))
-        # git_top is known when a git gate or the log needs HEAD; otherwise no git call.
-        head_before = git_head(plan.cwd) if plan.git_top is not None else None
-        tree_before = worktree_state(plan.cwd, plan.git_top or plan.cwd, plan.log_dir, gates.timeout) \
-            if gates.no_change else None
+        repo = plan.repo  # known when a git gate or the log needs HEAD; else no git at all
+        head_before = read_head(repo) if repo is not None else None
+        tree_before = self.fingerprint() if gates.no_change else None
+        self.checkpoint()
         started = time.monotonic()
         progress.info("Iteration %s starting..." % label)
         if log is not None:
@@ -3307,27 +3477,28 @@ class _Run:
                            tail_bytes=plan.max_output_buffer)
         if result.interrupted is not None:
             self.finish_log_iteration(number, result, None, "interrupted", head_before, started)
-            self.interrupted(result.interrupted, number)
-            return False
+            raise Interrupted(result.interrupted)
 
         verified = None
         feedback, source = result.tail, "the agent's"
         if gates.verify and not result.timed_out:
-            check = self.gate(GATE_VERIFY, gates.verify)
-            if check.interrupted is not None:
+            try:
+                check = self.gate(GATE_VERIFY, gates.verify)
+            except Interrupted:
                 self.finish_log_iteration(number, result, None, "interrupted", head_before, started)
-                self.interrupted(check.interrupted, number)
-                return False
+                raise
             verified = check.exit_code == 0
             if not verified:
                 feedback, source = check.output, "the verifier's (`%s`)" % gates.verify
         outcome = classify_outcome(result.exit_code, result.signals, result.timed_out, verified)
         git_problem = None
-        if (gates.commit or gates.push) and outcome in (SUCCESS, COMPLETED):
-            git_problem, ran = commit_and_push(plan.cwd, plan.git_top or plan.cwd, gates, plan.procedure,
-                                               number, head_before, plan.log_dir)
-            for command, code, seconds in ran:
-                self.record_gate(GATE_GIT, command, code, seconds)
+        if (gates.commit or gates.push) and outcome in (SUCCESS, COMPLETED) and repo is not None:
+            try:
+                git_problem = commit_and_push(lambda args, env=None: self.run_git(args, env, True),
+                                              repo, gates, plan.procedure, number, plan.log_dir)
+            except Interrupted:
+                self.finish_log_iteration(number, result, verified, "interrupted", head_before, started)
+                raise
             if git_problem:
                 outcome = FAILURE
                 feedback, source = git_problem.encode("utf-8"), "git's"
@@ -3386,12 +3557,24 @@ class _Run:
                 self.stop(STATUS_STUCK, "same error in %d consecutive failures" % state.same_error)
                 return True
         if gates.no_change and tree_before is not None:
-            after = worktree_state(plan.cwd, plan.git_top or plan.cwd, plan.log_dir, gates.timeout)
+            after = self.fingerprint()
+            if after is None:
+                return False  # git failed: said so, and not counted either way
             state.unchanged = state.unchanged + 1 if after == tree_before else 0
             if state.unchanged >= gates.no_change:
                 self.stop(STATUS_STUCK, "no change in %s" % plural(state.unchanged, "iteration"))
                 return True
         return False
+
+    def fingerprint(self) -> Optional[str]:
+        """The no_change fingerprint of the work tree; None, with a warning that quotes
+        git, when git failed (a failure is never "unchanged", SPEC 6)."""
+        assert self.plan.repo is not None
+        value, problem = worktree_fingerprint(
+            lambda args, env=None: self.run_git(args, env), self.plan.repo, self.plan.log_dir)
+        if problem:
+            self.progress.warn("stuck.no_change: %s; this iteration is not counted" % problem)
+        return value
 
     def finish_log_iteration(self, number: int, result: AgentResult, verified: Optional[bool],
                              outcome: str, head_before: Optional[str], started: float) -> None:
@@ -3399,7 +3582,7 @@ class _Run:
         if log is None:
             return
         seconds = time.monotonic() - started
-        head_after = git_head(self.plan.cwd) if self.plan.git_top is not None else None
+        head_after = read_head(self.plan.repo) if self.plan.repo is not None else None
         log.text("\n%s\nITERATION %d COMPLETE\nEnd Time: %s\nDuration: %s\nExit Code: %d\n"
                  "Outcome: %s\n%s\n\n" % (THIN_RULE, number, local_time(), format_duration(seconds),
                                          result.exit_code, outcome, RULE))
@@ -3436,6 +3619,8 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
     try:
         while run.before_iteration() and run.iteration():
             pass
+    except Interrupted as exc:
+        run.interrupted(exc.signum, run.during)
     except RoodaError as exc:  # e.g. a fragment that disappeared mid-run
         run.stop(STATUS_ERROR, str(exc))
     _report_end(state, plan, progress)
@@ -3492,7 +3677,7 @@ def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
 
 
 # ----------------------------------------------------------------------
-# 16. Command line
+# 17. Command line
 # ----------------------------------------------------------------------
 
 HELP = """\
@@ -3822,7 +4007,7 @@ def plan_run(options: Options, config: Config, procedure_name: str,
         gates=gates,
         log_dir=log_dir,
         prompt_file=os.path.join(cwd, prompt_file) if prompt_file is not None else None,
-        git_top=None,
+        repo=None,
     )
 
 
@@ -3844,7 +4029,7 @@ def _agent_origin(config: Config, procedure_name: str,
 
 
 # ----------------------------------------------------------------------
-# 17. Commands
+# 18. Commands
 # ----------------------------------------------------------------------
 # Each command is a function of the parsed options that returns an exit code; only
 # main turns errors into messages.
@@ -3890,15 +4075,17 @@ def command_run(options: Options, procedure_name: str, positional: Optional[str]
         raise no_agent_error()
     check_agent_program(plan.agent)
     build_prompt(plan, None)  # a missing fragment or prompt file is reported now
-    top = git_toplevel(plan.cwd) if plan.gates.need_git() or plan.log_dir else None
-    if plan.gates.need_git() and top is None:
-        wanted = [name for name, on in (("git.commit", plan.gates.commit), ("git.push", plan.gates.push),
-                                        ("stuck.no_change", plan.gates.no_change)) if on]
-        raise ConfigError("procedures.%s: %s need%s a git repository, and %s is not in one"
-                          " (run 'git init', or turn %s off)" % (
-                              procedure_name, " and ".join(wanted), "s" if len(wanted) == 1 else "",
-                              plan.cwd, "it" if len(wanted) == 1 else "them"))
-    plan = plan.replace(git_top=top)
+    repo = None
+    if plan.gates.need_git() or plan.log_dir:
+        repo, why = find_repository(plan.cwd)
+        if plan.gates.need_git() and repo is None:
+            wanted = [name for name, on in (("git.commit", plan.gates.commit), ("git.push", plan.gates.push),
+                                            ("stuck.no_change", plan.gates.no_change)) if on]
+            raise ConfigError("procedures.%s: %s need%s a git repository, %s" % (
+                procedure_name, " and ".join(wanted), "s" if len(wanted) == 1 else "",
+                "and %s is not in one (run 'git init', or turn %s off)" % (
+                    plan.cwd, "it" if len(wanted) == 1 else "them") if not why else "but " + why))
+    plan = plan.replace(repo=repo)
     log = None
     if plan.log_dir is not None:
         log = SessionLog(plan.log_dir, _display_path(plan.log_dir, plan.cwd))
@@ -4087,7 +4274,7 @@ def _preset_pitfalls(preset: str, argv: Sequence[str], env: Dict[str, str],
             env.get("GEMINI_CLI_TRUST_WORKSPACE") != "true":
         found.append(("warning", "gemini exits 55 in an untrusted folder; add --skip-trust or set"
                                  " GEMINI_CLI_TRUST_WORKSPACE=true"))
-    elif preset == "codex" and "--skip-git-repo-check" not in argv and git_toplevel(cwd) is None:
+    elif preset == "codex" and "--skip-git-repo-check" not in argv and find_repository(cwd)[0] is None:
         found.append(("error", "codex exec exits 1 outside a git repository without"
                                " --skip-git-repo-check"))
     elif preset == "cursor-agent":
@@ -4165,22 +4352,24 @@ def command_doctor(options: Options, name: Optional[str]) -> int:
             report("warning", "no iteration timeout: an agent that hangs (network retries, a login"
                               " prompt) stalls the loop; set --timeout or loop.iteration_timeout")
         gates = plan.gates
-        top = git_toplevel(cwd)
+        repo, why = find_repository(cwd)
         if gates.need_git():
-            if top is None:
-                report("error", "git: the procedure's git gates need a git repository; %s is not in"
-                                " one" % cwd)
+            if repo is None:
+                report("error", "git: the procedure's git gates need a git repository; %s" % (
+                    why or "%s is not in one (run 'git init')" % cwd))
             else:
-                code, user, _ = git(["config", "user.name"], cwd)
-                if code != 0 or not user.strip():
+                user = git(["config", "user.name"], cwd).out.strip()
+                if not user:
                     report("error", "git: user.name is not set, so commits fail; git config user.name"
                                     " 'Your Name'")
                 else:
-                    report("ok", "git: repository %s, committing as %s" % (top, user.strip()))
-                if gates.push and not git(["remote"], cwd)[1].split():
+                    report("ok", "git: repository %s, committing as %s" % (repo.top, user))
+                if gates.push and not git(["remote"], cwd).out.split():
                     report("error", "git: git.push is on but the repository has no remote")
+        elif why:
+            report("warning", "git: %s (no gate needs git; the logs will not record HEAD)" % why)
         else:
-            report("ok", "git: %s" % ("repository %s" % top if top else
+            report("ok", "git: %s" % ("repository %s" % repo.top if repo else
                                       "not a repository (no gate needs one)"))
         for path in gates.requires:
             if not os.path.exists(os.path.join(cwd, path)):
@@ -4357,7 +4546,7 @@ def dispatch(options: Options) -> int:
 
 
 # ----------------------------------------------------------------------
-# 18. main
+# 19. main
 # ----------------------------------------------------------------------
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -210,3 +210,34 @@ def write_config(directory, data, name="rooda-config.json"):
     with open(path, "w") as stream:
         json.dump(data, stream, indent=2)
     return path
+
+
+# --- projects and repositories ------------------------------------------------------
+
+def procedure(workspace, **settings):
+    """A workspace procedure `p` with one fragment per phase and the given gate settings."""
+    (workspace / "fragment.md").write_text("Do the work.")
+    phases = {phase: "fragment.md" for phase in ("observe", "orient", "decide", "act")}
+    phases.update(settings)
+    write_config(workspace, {"procedures": {"p": phases}})
+
+
+def git(workspace, *args, **env):
+    """A git command in a directory, checked; its stdout."""
+    return subprocess.run(["git"] + list(args), cwd=str(workspace), check=True,
+                          env=dict(os.environ, **env) if env else None,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE).stdout.decode()
+
+
+def make_repo(workspace):
+    """A repository with one commit on branch main and an identity to commit with."""
+    git(workspace, "init", "-q", "-b", "main")
+    git(workspace, "config", "user.name", "Test")
+    git(workspace, "config", "user.email", "test@example.com")
+    (workspace / "README").write_text("hello\n")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "initial")
+
+
+def commits(workspace, ref="HEAD"):
+    return git(workspace, "log", "--format=%s", ref).splitlines()

@@ -7,36 +7,10 @@ import subprocess
 import pytest
 
 import rooda
-from conftest import (alive, group_members, interrupt, progress_lines, run_main, start_rooda,
-                      write_config)
+from conftest import (alive, commits, git, group_members, interrupt, make_repo, procedure,
+                      progress_lines, run_main, start_rooda, write_config)
 
 SUCCESS_SIGNAL = {"actions": [{"out": "done\n<promise>SUCCESS</promise>\n"}]}
-
-
-def procedure(workspace, **settings):
-    """A workspace procedure `p` with one fragment per phase and the given gate settings."""
-    (workspace / "fragment.md").write_text("Do the work.")
-    phases = {phase: "fragment.md" for phase in ("observe", "orient", "decide", "act")}
-    phases.update(settings)
-    write_config(workspace, {"procedures": {"p": phases}})
-
-
-def git(workspace, *args):
-    return subprocess.run(["git"] + list(args), cwd=str(workspace), check=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE).stdout.decode()
-
-
-def make_repo(workspace):
-    git(workspace, "init", "-q", "-b", "main")
-    git(workspace, "config", "user.name", "Test")
-    git(workspace, "config", "user.email", "test@example.com")
-    (workspace / "README").write_text("hello\n")
-    git(workspace, "add", "-A")
-    git(workspace, "commit", "-q", "-m", "initial")
-
-
-def commits(workspace):
-    return git(workspace, "log", "--format=%s").splitlines()
 
 
 # --- verify -------------------------------------------------------------------------
