@@ -121,6 +121,8 @@ BACKOFF_CAP_SECONDS = 300.0
 FEEDBACK_TAIL_BYTES = 2048
 # Largest prompt passed as one argument with {prompt} (ARG_MAX is often 128 KiB per arg).
 PROMPT_ARG_LIMIT = 128 * 1024
+# The smallest max_output_buffer a config may set (the Go rooda's floor, SPEC 3 rev 2).
+MIN_OUTPUT_BUFFER = 1024
 # Built-in default cap when no tier sets one (seed 000).
 DEFAULT_MAX_ITERATIONS = 5
 
@@ -149,6 +151,16 @@ BUILTIN_LOOP: Dict[str, Any] = {
         "success": ["<promise>SUCCESS</promise>"],
         "failure": ["<promise>FAILURE</promise>"],
     },
+    "ai_format": None,              # null: the preset's format, else text (SPEC 12)
+    "max_cost": None,               # USD for the whole run, from the agent's reported cost
+    "on_limit": "wait",             # at a provider usage limit: wait it out, or stop (SPEC 13)
+    "limit_wait": 43200,            # seconds one limit may be waited out before stopping
+    "heartbeat": 300,               # seconds between "still running" lines off a terminal; 0 off
+    # Gates for every procedure (a procedure's own value wins) and for `prompt <file>`.
+    "verify": None,
+    "done_when": None,
+    "stuck": None,
+    "git": None,
 }
 
 # Agent presets (SPEC 9), in auto-detection order: name -> (command, extra environment).
@@ -170,6 +182,9 @@ PRESETS = {
     "aider": ("aider --message-file {prompt_file} --yes-always --no-pretty --no-stream"
               " --no-check-update --no-analytics --no-show-model-warnings", {}),
 }
+
+# How an agent's output is read (SPEC 12): `text`, or one CLI's structured JSON lines.
+AGENT_FORMATS = ("text", "claude", "codex", "gemini", "copilot", "opencode")
 
 # The only two tokens replaced in an agent command: the path of a temporary file with
 # the prompt, and the prompt itself as one argument (SPEC 7).
@@ -1062,6 +1077,16 @@ def _v_paths(value: object) -> Optional[str]:
     return None
 
 
+def _v_optional(check: Callable[[object], Optional[str]]) -> Callable[[object], Optional[str]]:
+    """null is always fine (it unsets the key); anything else must pass `check`."""
+    return lambda value: None if value is None else check(value)
+
+
+_V_STUCK = _v_optional(_v_mapping("{same_error: 3, no_change: 2}",
+                                  {"same_error": _v_int(1), "no_change": _v_int(1)}))
+_V_GIT = _v_optional(_v_mapping("{commit: true, push: false, message: '...'}",
+                                {"commit": _v_bool, "push": _v_bool, "message": _v_str}))
+
 LOOP_SCHEMA = {
     "default_max_iterations": _v_int(1),
     "iteration_mode": _v_enum("max-iterations", "unlimited"),
@@ -1079,11 +1104,20 @@ LOOP_SCHEMA = {
     "show_ai_output": _v_bool,
     "feedback": _v_bool,
     "log_dir": _v_str,
-    "max_output_buffer": _v_int(FEEDBACK_TAIL_BYTES),
+    "max_output_buffer": _v_int(MIN_OUTPUT_BUFFER),
     "log_level": _v_enum("debug", "info", "warn", "error"),
     "log_timestamp_format": _v_str,
     "signals": _v_mapping("{success: [...], failure: [...]}",
                           {"success": _v_strings, "failure": _v_strings}),
+    "ai_format": _v_optional(_v_enum(*AGENT_FORMATS)),
+    "max_cost": _v_seconds(),
+    "on_limit": _v_enum("wait", "stop"),
+    "limit_wait": _v_seconds(nullable=False),
+    "heartbeat": _v_seconds(minimum_exclusive=False, nullable=False),
+    "verify": _v_command,
+    "done_when": _v_command,
+    "stuck": _V_STUCK,
+    "git": _V_GIT,
 }
 
 PROCEDURE_SCHEMA = {
@@ -1103,10 +1137,11 @@ PROCEDURE_SCHEMA = {
     "requires_hint": _v_str,
     "verify": _v_command,
     "done_when": _v_command,
-    "stuck": _v_mapping("{same_error: 3, no_change: 2}",
-                        {"same_error": _v_int(1), "no_change": _v_int(1)}),
-    "git": _v_mapping("{commit: true, push: false, message: '...'}",
-                      {"commit": _v_bool, "push": _v_bool, "message": _v_str}),
+    "stuck": _V_STUCK,
+    "git": _V_GIT,
+    "ai_format": LOOP_SCHEMA["ai_format"],
+    "max_cost": _v_seconds(),
+    "max_output_buffer": _v_int(MIN_OUTPUT_BUFFER),
 }
 
 
@@ -1440,7 +1475,7 @@ def _env_layer(environ: Mapping[str, str], cwd: str, report: Callable) -> dict:
     import re
 
     loop = {}
-    scalars = [key for key in LOOP_SCHEMA if key not in ("env", "signals")]
+    scalars = [key for key in LOOP_SCHEMA if key not in ("env", "signals", "stuck", "git")]
     for name, raw in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX):
             continue
@@ -1762,6 +1797,8 @@ def assemble_prompt(phases: Dict[str, List[str]], context: Sequence[str] = (),
     if previous:
         parts.append("## PREVIOUS ITERATION\n" + previous)
     for phase in PHASES:
+        if phase in phases and phases[phase] == [] and any(phases.values()):
+            continue  # a phase with no fragment at all (a Go rooda config may leave one out)
         parts.append("## %s\n%s" % (phase.upper(), "\n\n".join(t for t in phases.get(phase, ()) if t)))
     return "\n\n".join(parts) + "\n"
 
@@ -3195,7 +3232,8 @@ class PassThrough:
 class RunPlan(Record):
     """Everything a run needs, resolved from the configuration and the command line.
 
-    `prompt_file` is set for `prompt <file>` (its text replaces the assembled phases);
+    `prompt_file` is set for `prompt <file>` (its text, read afresh each iteration, is the
+    prompt), `prompt_text` for `prompt -` (read once from stdin);
     `log_dir` is None with --no-log; `repo` is the git repository (for the git gates and
     the logs' HEAD), None outside one or when nothing needs it.
     """
@@ -3223,13 +3261,14 @@ class RunPlan(Record):
     gates: Gates
     log_dir: Optional[str]
     prompt_file: Optional[str]
+    prompt_text: Optional[str]
     repo: Optional[GitRepository]
 
     __slots__ = ("procedure", "fragments", "context", "max_iterations", "failure_threshold",
                  "iteration_timeout", "idle_timeout", "max_time", "delay", "backoff",
                  "kill_grace", "feedback", "max_output_buffer", "signals", "agent", "env",
                  "verbosity", "color", "cwd", "sources", "gates", "log_dir", "prompt_file",
-                 "repo")
+                 "prompt_text", "repo")
 
 
 class IterationRecord(Record):
@@ -3305,8 +3344,10 @@ def _agent_env(plan: RunPlan, agent: AgentCommand) -> Dict[str, str]:
 
 def build_prompt(plan: RunPlan, previous: Optional[IterationRecord]) -> str:
     """The prompt of the next iteration, with fragments read afresh."""
-    if plan.prompt_file is not None:
-        text = read_text(plan.prompt_file, "prompt file")
+    if plan.prompt_file is not None or plan.prompt_text is not None:
+        # The Ralph loop `cat PROMPT.md | agent`: the file as it is now, every iteration.
+        text = plan.prompt_text if plan.prompt_text is not None else \
+            read_text(plan.prompt_file, "prompt file")
         return ("## CONTEXT\n%s\n\n%s" % ("\n\n".join(plan.context), text)) if plan.context else text
     phases = {phase: read_fragments(plan.fragments[phase], phase) for phase in PHASES}
     feedback = None
@@ -3318,6 +3359,8 @@ def build_prompt(plan: RunPlan, previous: Optional[IterationRecord]) -> str:
 
 
 def _fragment_names(plan: RunPlan) -> List[str]:
+    if plan.prompt_text is not None:
+        return ["(standard input)"]
     if plan.prompt_file is not None:
         return [_display_path(plan.prompt_file, plan.cwd)]
     return [_display_path(f["path"], plan.cwd) if "path" in f else "(content)"
@@ -3680,150 +3723,192 @@ def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
 # 17. Command line
 # ----------------------------------------------------------------------
 
-HELP = """\
-usage: python3 rooda.py <procedure> [max_iterations] [options]
+USAGE = """python3 rooda.py <procedure> [max_iterations] [options]
        python3 rooda.py run <procedure> [max_iterations] [options]
-       python3 rooda.py prompt <file> [options]
+       python3 rooda.py prompt <file|-> [max_iterations] [options]
        python3 rooda.py list | info <procedure> | doctor [<procedure>]
        python3 rooda.py config [<procedure>] [--json]
+       python3 rooda.py status [--all] [--json] [--log-dir DIR]
        python3 rooda.py vendor <dir> [--force]
-       python3 rooda.py help | version | --help | --version
+       python3 rooda.py help | version | --help | --version"""
 
+DESCRIPTION = """\
 Run an AI coding agent in an OODA loop: each iteration pipes a prompt assembled
-from the procedure's observe/orient/decide/act fragments to a fresh agent process
-and stops when the agent prints <promise>SUCCESS</promise>, the cap is reached, or
-too many iterations fail in a row.
+from the procedure's observe/orient/decide/act fragments (or one prompt file) to a
+fresh agent process and stops when the agent prints <promise>SUCCESS</promise>, the
+cap is reached, or too many iterations fail in a row."""
 
-run options (before or after the procedure):
-  -n, --max-iterations N   cap the iterations (N >= 1; 0 means unlimited)
-  -u, --unlimited          no cap (--max-iterations wins when both are given)
-  -d, --dry-run            print the assembled prompt once and run nothing
-  -c, --context TEXT       add context to the prompt; @FILE reads a file, @@ a literal @
-                           (repeatable)
-  -v, --verbose            stream the agent's output live
-  -q, --quiet              print only errors, warnings and interruptions
-      --ai-cmd CMD         the agent command (split like a shell would, never run by one)
-      --ai-cmd-alias NAME  a named agent preset (claude, codex, gemini, copilot, ...)
-      --observe FILE       replace that phase's fragments for this run
-      --orient FILE, --decide FILE, --act FILE
-      --config PATH        the workspace config (default ./rooda-config.json)
-      --failure-threshold N   consecutive failures before aborting (default 3)
-      --timeout S          wall-clock limit per iteration, seconds
-      --idle-timeout S     stop an iteration after S seconds without agent output
-      --max-time S         time budget for the whole run, seconds
-      --delay S            pause between iterations (multiplied by backoff per failure)
-      --verify CMD         quality gate after each iteration (sh -c); a failure rejects
-                           the agent's SUCCESS claim
-      --done-when CMD      queue check before each iteration: exit 0 stops (nothing left)
-      --log-dir DIR        where the session logs go (default: logs/ beside rooda.py)
-      --no-log             write no session logs
-      --color WHEN         auto (default), always or never
-
+EPILOG = """\
 exit codes: 0 completed, 1 aborted after repeated failures, 2 usage, config or
-precondition error, 3 stuck, 128+N interrupted by signal N (130 for Ctrl+C).
+precondition error (an agent that cannot authenticate included), 3 stuck, 4 stopped at
+a provider usage limit, 128+N interrupted by signal N (130 for Ctrl+C).
 
 examples:
+  python3 rooda.py prompt PROMPT.md 20            # the Ralph loop: one prompt file, up to 20 times
   python3 rooda.py build                          # the build procedure, its default cap
   python3 rooda.py build 3 --ai-cmd-alias claude  # three iterations with Claude Code
   python3 rooda.py plan --dry-run                 # show the prompt, run nothing
   python3 rooda.py build -u -v -c @notes.md       # until done, streaming, with context
   python3 rooda.py build --ai-cmd 'my-agent --yes' --timeout 1800
   python3 rooda.py build -u --done-when 'make test'   # test until green
-  python3 rooda.py prompt task.md --verify 'make lint'  # one ad-hoc iteration
+  python3 rooda.py build -u --max-cost 20 --max-time 28800   # overnight, with budgets
+  python3 rooda.py status                         # how the newest run is doing
   python3 rooda.py config build                   # each setting and where it came from
-  python3 rooda.py list                           # the procedures
   python3 rooda.py doctor build                   # preflight before a night alone
   python3 rooda.py vendor ~/src/myapp             # install into ~/src/myapp/.rooda/
 """
 
-# Run options: name -> (destination, kind); kind is "flag", "value" or "append".
-OPTIONS = {
-    "--max-iterations": ("max_iterations", "value"), "-n": ("max_iterations", "value"),
-    "--unlimited": ("unlimited", "flag"), "-u": ("unlimited", "flag"),
-    "--dry-run": ("dry_run", "flag"), "-d": ("dry_run", "flag"),
-    "--context": ("context", "append"), "-c": ("context", "append"),
-    "--verbose": ("verbose", "flag"), "-v": ("verbose", "flag"),
-    "--quiet": ("quiet", "flag"), "-q": ("quiet", "flag"),
-    "--ai-cmd": ("ai_cmd", "value"), "--ai-cmd-alias": ("ai_cmd_alias", "value"),
-    "--observe": ("observe", "value"), "--orient": ("orient", "value"),
-    "--decide": ("decide", "value"), "--act": ("act", "value"),
-    "--config": ("config", "value"),
-    "--failure-threshold": ("failure_threshold", "value"),
-    "--timeout": ("timeout", "value"), "--idle-timeout": ("idle_timeout", "value"),
-    "--max-time": ("max_time", "value"), "--delay": ("delay", "value"),
-    "--color": ("color", "value"),
-    "--json": ("json", "flag"),
-    "--verify": ("verify", "value"), "--done-when": ("done_when", "value"),
-    "--log-dir": ("log_dir", "value"), "--no-log": ("no_log", "flag"),
-    "--force": ("force", "flag"),
-    "--help": ("help", "flag"), "-h": ("help", "flag"),
-    "--version": ("version", "flag"), "-V": ("version", "flag"),
-}
+
+def _number_type(option: str, minimum: float, inclusive: bool, whole: bool = False
+                 ) -> Callable[[str], float]:
+    """An argparse type: a finite number >= (or >) minimum, with an error naming option."""
+    def parse(text: str) -> float:
+        try:
+            value: Optional[float] = int(text, 10) if whole else float(text)
+        except ValueError:
+            value = None
+        if value is None or value != value or value in (float("inf"), float("-inf")) or \
+                value < minimum or (not inclusive and value == minimum):
+            import argparse
+
+            raise argparse.ArgumentTypeError("%s must be %s %s %g, not '%s'" % (
+                option, "a whole number" if whole else "a number", ">=" if inclusive else ">",
+                minimum, text))
+        return value
+    return parse
 
 
-class Options:
-    """The parsed command line: a command, its words, and the run options."""
+def _count_type(option: str) -> Callable[[str], int]:
+    """An argparse type for a cap: a whole number >= 0, 0 meaning unlimited."""
+    def parse(text: str) -> int:
+        try:
+            return _parse_count(text, option)
+        except UsageError as exc:
+            import argparse
 
-    def __init__(self) -> None:
-        self.command: Optional[str] = None
-        self.words: List[str] = []
-        self.max_iterations: Optional[str] = None
-        self.unlimited = self.dry_run = self.verbose = self.quiet = False
-        self.help = self.version = self.json = self.no_log = self.force = False
-        self.verify = self.done_when = self.log_dir = None
-        self.context: List[str] = []
-        self.ai_cmd = self.ai_cmd_alias = self.config = None
-        self.observe = self.orient = self.decide = self.act = None
-        self.failure_threshold = self.timeout = self.idle_timeout = None
-        self.max_time = self.delay = None
-        self.color = "auto"
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
 
 
-def parse_args(argv: Sequence[str]) -> Options:
-    """Options may stand before or after the words; `--` ends them."""
-    options = Options()
-    words: List[str] = []
-    args = list(argv)
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        index += 1
-        if arg == "--":
-            words.extend(args[index:])
-            break
-        if not arg.startswith("-") or arg == "-":
-            words.append(arg)
-            continue
-        name, value = arg, None
-        if arg.startswith("--") and "=" in arg:
-            name, value = arg.split("=", 1)
-        elif not arg.startswith("--") and len(arg) > 2:
-            # -n3 (a value glued on) or -dv (flags grouped)
-            name, rest = arg[:2], arg[2:]
-            if OPTIONS.get(name, (None, None))[1] in ("value", "append"):
-                value = rest
-            else:
-                args[index:index] = ["-" + letter for letter in rest]
-        if name not in OPTIONS:
-            raise UsageError("unknown option '%s'%s" % (name, did_you_mean(
-                name, [o for o in OPTIONS if o.startswith("--")])))
-        dest, kind = OPTIONS[name]
-        if kind == "flag":
-            if value is not None:
-                raise UsageError("option %s takes no value" % name)
-            setattr(options, dest, True)
-            continue
-        if value is None:
-            if index >= len(args):
-                raise UsageError("option %s needs a value" % name)
-            value = args[index]
-            index += 1
-        if kind == "append":
-            getattr(options, dest).append(value)
-        else:
-            setattr(options, dest, value)
-    if words:
-        options.command, options.words = words[0], words[1:]
+def _choice_type(option: str, choices: Sequence[str]) -> Callable[[str], str]:
+    """An argparse type for one of a few words, with "did you mean"."""
+    def parse(text: str) -> str:
+        if text in choices:
+            return text
+        import argparse
+
+        raise argparse.ArgumentTypeError("%s must be %s or %s, not '%s'%s" % (
+            option, ", ".join(choices[:-1]), choices[-1], text, did_you_mean(text, choices)))
+    return parse
+
+
+def build_parser() -> Any:
+    """The command line of SPEC 2 on argparse: one parser, options before or after the
+    words (parse_intermixed_args), the words dispatched by `dispatch`."""
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+            raise UsageError(_usage_message(message))
+
+    parser = Parser(prog="python3 rooda.py", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
+                    add_help=False, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("words", nargs="*", help=argparse.SUPPRESS)
+    run = parser.add_argument_group("run options (before or after the procedure)")
+    run.add_argument("-n", "--max-iterations", metavar="N", type=_count_type("--max-iterations"),
+                     help="cap the iterations (0 means unlimited)")
+    run.add_argument("-u", "--unlimited", action="store_true",
+                     help="no cap (--max-iterations wins when both are given)")
+    run.add_argument("-d", "--dry-run", action="store_true",
+                     help="print the assembled prompt once and run nothing")
+    run.add_argument("-c", "--context", metavar="TEXT", action="append", default=[],
+                     help="add context to the prompt; @FILE reads a file, @@ a literal @ (repeatable)")
+    loudness = run.add_mutually_exclusive_group()
+    loudness.add_argument("-v", "--verbose", action="store_true",
+                          help="stream the agent's output (readable, never raw JSON) and the gates'")
+    loudness.add_argument("-q", "--quiet", action="store_true",
+                          help="print only errors, warnings and interruptions")
+    run.add_argument("--log-level", metavar="LEVEL",
+                     type=_choice_type("--log-level", ("debug", "info", "warn", "error")),
+                     help="the Go rooda's flag: debug = --verbose, warn/error = --quiet")
+    run.add_argument("--ai-cmd", metavar="CMD",
+                     help="the agent command (split like a shell would, never run by one)")
+    run.add_argument("--ai-cmd-alias", metavar="NAME",
+                     help="a named agent preset (claude, codex, gemini, copilot, ...)")
+    run.add_argument("--ai-format", metavar="NAME", type=_choice_type("--ai-format", AGENT_FORMATS),
+                     help="how to read the agent's output: %s" % ", ".join(AGENT_FORMATS))
+    for phase in PHASES:
+        run.add_argument("--" + phase, metavar="FILE",
+                         help="replace the %s phase's fragments for this run" % phase)
+    run.add_argument("--config", metavar="PATH",
+                     help="the workspace config (default ./rooda-config.json)")
+    run.add_argument("--failure-threshold", metavar="N",
+                     type=_number_type("--failure-threshold", 1, True, whole=True),
+                     help="consecutive failures before aborting (default 3)")
+    run.add_argument("--timeout", metavar="S", type=_number_type("--timeout", 0, False),
+                     help="wall-clock limit per iteration, seconds")
+    run.add_argument("--idle-timeout", metavar="S", type=_number_type("--idle-timeout", 0, False),
+                     help="stop an iteration after S seconds without agent output")
+    run.add_argument("--max-time", metavar="S", type=_number_type("--max-time", 0, False),
+                     help="time budget for the whole run, seconds")
+    run.add_argument("--max-cost", metavar="USD", type=_number_type("--max-cost", 0, False),
+                     help="cost budget for the whole run, from the agent's reported cost")
+    run.add_argument("--delay", metavar="S", type=_number_type("--delay", 0, True),
+                     help="pause between iterations (multiplied by backoff per failure)")
+    gates = parser.add_argument_group("gates and logs")
+    gates.add_argument("--verify", metavar="CMD",
+                       help="quality gate after each iteration (sh -c); a failure rejects the"
+                            " agent's SUCCESS claim")
+    gates.add_argument("--done-when", metavar="CMD",
+                       help="queue check before each iteration: exit 0 stops (nothing left)")
+    gates.add_argument("--log-dir", metavar="DIR",
+                       help="where the session logs go (default: logs/ beside rooda.py)")
+    gates.add_argument("--no-log", action="store_true", help="write no session logs")
+    gates.add_argument("--color", metavar="WHEN", default="auto",
+                       type=_choice_type("--color", ("auto", "always", "never")),
+                       help="auto (default), always or never")
+    other = parser.add_argument_group("options of the other commands")
+    other.add_argument("--json", action="store_true", help="config, status: print JSON")
+    other.add_argument("--all", action="store_true", help="status: every session, newest first")
+    other.add_argument("--force", action="store_true",
+                       help="vendor: replace edited files (each kept as <file>.orig)")
+    other.add_argument("-h", "--help", action="store_true", help="show this help")
+    other.add_argument("-V", "--version", action="store_true", help="print the version")
+    return parser
+
+
+def _usage_message(message: str) -> str:
+    """argparse's message in rooda's words: the option's own sentence when a type said it,
+    "needs a value", "exclude each other"."""
+    import re
+
+    own = re.match(r"argument [^:]+: (-.*)$", message, re.S)
+    if own:
+        return own.group(1)
+    needs = re.match(r"argument (\S+): expected one argument$", message)
+    if needs:
+        return "option %s needs a value" % needs.group(1)
+    clash = re.match(r"argument (\S+): not allowed with argument (\S+)$", message)
+    if clash:
+        return "%s and %s exclude each other" % tuple(sorted(
+            (part.split("/")[-1] for part in clash.groups()), key=lambda o: o != "--verbose"))
+    return message
+
+
+def parse_args(argv: Sequence[str]) -> Any:
+    """The parsed command line: `command` (the first word), its `words`, the options."""
+    parser = build_parser()
+    options, extra = parser.parse_known_intermixed_args(list(argv))
+    for word in extra:
+        if word.startswith("-") and word != "-":
+            name = word.split("=", 1)[0]
+            known = [o for action in parser._actions for o in action.option_strings
+                     if o.startswith("--")]
+            raise UsageError("unknown option '%s'%s" % (name, did_you_mean(name, known)))
+        options.words.append(word)
+    words = options.words
+    options.command, options.words = (words[0], words[1:]) if words else (None, [])
+    options.parser = parser
     return options
 
 
@@ -3837,36 +3922,23 @@ def _parse_count(text: str, what: str) -> int:
     return value
 
 
-def _parse_number(text: Optional[str], what: str, minimum: float, inclusive: bool,
-                  whole: bool = False) -> Optional[float]:
-    if text is None:
-        return None
-    try:
-        value = int(text, 10) if whole else float(text)
-    except ValueError:
-        value = None
-    if value is None or value != value or value in (float("inf"), float("-inf")) or \
-            value < minimum or (not inclusive and value == minimum):
-        raise UsageError("%s must be %s %s %g, not '%s'" % (
-            what, "a whole number" if whole else "a number", ">=" if inclusive else ">",
-            minimum, text))
-    return value
-
-
-def resolve_max_iterations(options: Options, positional: Optional[str], procedure_name: str,
-                           config: Config) -> Tuple[Optional[int], Tuple[str, Optional[str]]]:
+def resolve_max_iterations(options: Any, positional: Optional[str], procedure_name: str,
+                           config: Config, prompt: bool = False
+                           ) -> Tuple[Optional[int], Tuple[str, Optional[str]]]:
     """SPEC 2's precedence: --max-iterations > --unlimited > positional > the procedure's
     default (or iteration_mode) > loop's default (or iteration_mode) > 5. 0 is unlimited.
+    `prompt <file>` defaults to 1 (seed 002's one ad-hoc run) instead of the config.
     Returns the cap (None: unlimited) and where it came from."""
-    procedure = config.procedure(procedure_name)
-    own = ("procedures", procedure_name)
     if options.max_iterations is not None:
-        return _parse_count(options.max_iterations, "--max-iterations") or None, \
-            (TIER_FLAG, "--max-iterations")
+        return options.max_iterations or None, (TIER_FLAG, "--max-iterations")
     if options.unlimited:
         return None, (TIER_FLAG, "--unlimited")
     if positional is not None:
         return _parse_count(positional, "max_iterations") or None, (TIER_FLAG, "max_iterations")
+    if prompt:
+        return 1, (TIER_BUILTIN, "prompt")
+    procedure = config.procedure(procedure_name)
+    own = ("procedures", procedure_name)
     if procedure.get("iteration_mode") == "unlimited":
         return None, config.where(own + ("iteration_mode",))
     if procedure.get("default_max_iterations") is not None:
@@ -3892,8 +3964,6 @@ def _read_context(values: Sequence[str], cwd: str) -> List[str]:
 
 
 def _use_color(option: str, stream: TextIO) -> bool:
-    if option not in ("auto", "always", "never"):
-        raise UsageError("--color must be auto, always or never, not '%s'" % option)
     if option == "always":
         return True
     if option == "never" or os.environ.get("NO_COLOR"):
@@ -3904,16 +3974,19 @@ def _use_color(option: str, stream: TextIO) -> bool:
         return False
 
 
-def plan_run(options: Options, config: Config, procedure_name: str,
+# The words of SPEC 2's --log-level / loop.log_level (the Go rooda's) as a verbosity.
+LOG_LEVELS = {"debug": 2, "info": 1, "warn": 0, "error": 0}
+
+
+def plan_run(options: Any, config: Config, procedure_name: str,
              positional: Optional[str], prompt_file: Optional[str] = None) -> RunPlan:
     """Resolve everything a run needs, and where each setting came from (`sources`):
     flags beat the procedure's own setting, which beats the loop setting of any tier.
-    With `prompt_file` (the `prompt` command) there is no procedure: one iteration of
-    the file's text, a failure ends the run with exit 1, gates only from flags."""
+    With `prompt_file` (`prompt <file|->`) there is no procedure: the file's text is the
+    prompt, the gates come from flags and the loop settings, and the cap defaults to 1
+    (then the failure threshold too, so that one failed ad-hoc run exits 1)."""
     procedure = config.procedure(procedure_name) if prompt_file is None else {}
     cwd = os.getcwd()
-    if options.verbose and options.quiet:
-        raise UsageError("--verbose and --quiet exclude each other")
     sources: Dict[str, Tuple[str, Optional[str]]] = {}
 
     def setting(key: str, flag_value: object = None, flag: str = "",
@@ -3934,15 +4007,16 @@ def plan_run(options: Options, config: Config, procedure_name: str,
             fragments[phase] = [{"path": os.path.join(cwd, override)}]
             sources[phase] = (TIER_FLAG, "--" + phase)
         else:
-            fragments[phase] = procedure[phase]
+            fragments[phase] = procedure.get(phase) or []
             sources[phase] = config.where(("procedures", procedure_name, phase))
-    if options.verbose or options.quiet:
-        verbosity = VERBOSE if options.verbose else QUIET
-        sources["verbosity"] = (TIER_FLAG, "--verbose" if options.verbose else "--quiet")
+    if options.verbose or options.quiet or options.log_level:
+        verbosity = VERBOSE if options.verbose else QUIET if options.quiet else \
+            LOG_LEVELS[options.log_level]
+        sources["verbosity"] = (TIER_FLAG, "--verbose" if options.verbose else "--quiet"
+                                if options.quiet else "--log-level")
     else:
         level = config.loop("log_level")
-        verbosity = VERBOSE if config.loop("show_ai_output") or level == "debug" else \
-            QUIET if level in ("warn", "error") else NORMAL
+        verbosity = VERBOSE if config.loop("show_ai_output") else LOG_LEVELS.get(level, NORMAL)
         sources["verbosity"] = config.where(("loop", "show_ai_output" if config.loop("show_ai_output")
                                              else "log_level"))
     signals = dict(BUILTIN_LOOP["signals"])
@@ -3950,19 +4024,16 @@ def plan_run(options: Options, config: Config, procedure_name: str,
     env = {}
     for scope in (config.loop("env") or {}, procedure.get("env") or {}):
         env.update({name: _scalar_text(value) for name, value in scope.items()})
-    if prompt_file is None:
-        max_iterations, sources["max_iterations"] = resolve_max_iterations(
-            options, positional, procedure_name, config)
-        agent = resolve_agent(config, procedure_name, options.ai_cmd, options.ai_cmd_alias)
-    else:
-        max_iterations, sources["max_iterations"] = 1, (TIER_BUILTIN, "prompt")
-        agent = resolve_agent(config, None, options.ai_cmd, options.ai_cmd_alias)
+    max_iterations, sources["max_iterations"] = resolve_max_iterations(
+        options, positional, procedure_name, config, prompt=prompt_file is not None)
+    agent = resolve_agent(config, procedure_name if prompt_file is None else None,
+                          options.ai_cmd, options.ai_cmd_alias)
     sources["agent"] = _agent_origin(config, procedure_name, agent)
-    stuck = procedure.get("stuck") or {}
-    git_settings = procedure.get("git") or {}
+    stuck = setting("stuck") or {}
+    git_settings = setting("git") or {}
     gates = Gates(
-        verify=options.verify if options.verify is not None else procedure.get("verify"),
-        done_when=options.done_when if options.done_when is not None else procedure.get("done_when"),
+        verify=setting("verify", options.verify, "--verify"),
+        done_when=setting("done_when", options.done_when, "--done-when"),
         requires=list(procedure.get("requires") or ()),
         requires_hint=procedure.get("requires_hint"),
         same_error=stuck.get("same_error"), no_change=stuck.get("no_change"),
@@ -3976,27 +4047,30 @@ def plan_run(options: Options, config: Config, procedure_name: str,
     else:
         log_dir = os.path.join(ROODA_DIR, config.loop("log_dir"))  # built-in: beside rooda.py
         sources["log_dir"] = config.where(("loop", "log_dir"))
-    failure_threshold = int(setting("failure_threshold", _parse_number(
-        options.failure_threshold, "--failure-threshold", 1, True, whole=True),
-        "--failure-threshold"))
+    failure_threshold = int(setting("failure_threshold", options.failure_threshold,
+                                    "--failure-threshold"))
+    if prompt_file is not None and max_iterations == 1 and options.failure_threshold is None:
+        failure_threshold, sources["failure_threshold"] = 1, (TIER_BUILTIN, "prompt, one iteration")
+    prompt_text = None
+    if prompt_file == "-":
+        # Read once, before anything runs: every iteration gets the same text.
+        prompt_text = sys.stdin.buffer.read().decode("utf-8", "replace")
+        if not prompt_text.strip():
+            raise UsageError("prompt -: nothing arrived on standard input")
     return RunPlan(
         procedure=procedure_name,
         fragments=fragments,
         context=_read_context(options.context, cwd),
         max_iterations=max_iterations,
-        failure_threshold=1 if prompt_file is not None else failure_threshold,
-        iteration_timeout=setting("iteration_timeout", _parse_number(
-            options.timeout, "--timeout", 0, False), "--timeout"),
-        idle_timeout=setting("idle_timeout", _parse_number(
-            options.idle_timeout, "--idle-timeout", 0, False), "--idle-timeout"),
-        max_time=setting("max_time", _parse_number(options.max_time, "--max-time", 0, False),
-                         "--max-time"),
-        delay=setting("delay", _parse_number(options.delay, "--delay", 0, True), "--delay",
-                      procedure_may_set=False),
+        failure_threshold=failure_threshold,
+        iteration_timeout=setting("iteration_timeout", options.timeout, "--timeout"),
+        idle_timeout=setting("idle_timeout", options.idle_timeout, "--idle-timeout"),
+        max_time=setting("max_time", options.max_time, "--max-time"),
+        delay=setting("delay", options.delay, "--delay", procedure_may_set=False),
         backoff=setting("backoff", procedure_may_set=False),
         kill_grace=setting("kill_grace", procedure_may_set=False),
         feedback=setting("feedback", procedure_may_set=False),
-        max_output_buffer=setting("max_output_buffer", procedure_may_set=False),
+        max_output_buffer=setting("max_output_buffer"),
         signals=signals,
         agent=agent,
         env=env,
@@ -4006,7 +4080,8 @@ def plan_run(options: Options, config: Config, procedure_name: str,
         sources=sources,
         gates=gates,
         log_dir=log_dir,
-        prompt_file=os.path.join(cwd, prompt_file) if prompt_file is not None else None,
+        prompt_file=os.path.join(cwd, prompt_file) if prompt_file not in (None, "-") else None,
+        prompt_text=prompt_text,
         repo=None,
     )
 
@@ -4057,7 +4132,7 @@ def _silence_stdout() -> None:
 _FATAL_SIGNAL: Optional[int] = None
 
 
-def command_run(options: Options, procedure_name: str, positional: Optional[str],
+def command_run(options: Any, procedure_name: str, positional: Optional[str],
                 prompt_file: Optional[str] = None) -> int:
     """Run a procedure's loop (or `prompt <file>`), or with --dry-run print its first prompt."""
     global _FATAL_SIGNAL
@@ -4126,7 +4201,7 @@ def _plain_fragments(fragments: object, cwd: str) -> object:
     return shown
 
 
-def command_config(options: Options, procedure_name: Optional[str]) -> int:
+def command_config(options: Any, procedure_name: Optional[str]) -> int:
     """Every resolved setting with the tier and file it came from (SPEC 2 `config`)."""
     import json
 
@@ -4187,7 +4262,7 @@ def command_config(options: Options, procedure_name: Optional[str]) -> int:
     return 0
 
 
-def command_list(options: Options) -> int:
+def command_list(options: Any) -> int:
     """`list`: one line per procedure, `name  summary`, names padded to one column."""
     procedures = load_config(options.config).data.get("procedures", {})
     width = max([len(name) for name in procedures] + [0])
@@ -4202,7 +4277,7 @@ def _wrap(text: str, indent: str = "  ") -> str:
     return textwrap.fill(" ".join(text.split()), 88, initial_indent=indent, subsequent_indent=indent)
 
 
-def command_info(options: Options, name: str) -> int:
+def command_info(options: Any, name: str) -> int:
     """`info <procedure>`: what it is, its fragments, its gates and its resolved settings."""
     config = load_config(options.config)
     procedure = config.procedure(name)
@@ -4298,7 +4373,7 @@ def _preset_pitfalls(preset: str, argv: Sequence[str], env: Dict[str, str],
     return found
 
 
-def command_doctor(options: Options, name: Optional[str]) -> int:
+def command_doctor(options: Any, name: Optional[str]) -> int:
     """`doctor [procedure]`: the preflight checks, one line each; exit 2 on any error."""
     lines: List[Tuple[str, str]] = []
 
@@ -4414,7 +4489,7 @@ def _vendored_files() -> List[str]:
     return sorted(files)
 
 
-def command_vendor(options: Options, directory: str) -> int:
+def command_vendor(options: Any, directory: str) -> int:
     """`vendor <dir>`: install rooda into <dir>/.rooda/, refusing to overwrite edits."""
     import json
     import shutil
@@ -4495,54 +4570,60 @@ def command_vendor(options: Options, directory: str) -> int:
     return 0
 
 
-def dispatch(options: Options) -> int:
+# The commands and their word counts: (fewest, most, usage). Anything else is a procedure.
+COMMAND_WORDS = {
+    "list": (0, 0, "list"),
+    "info": (1, 1, "info <procedure>"),
+    "config": (0, 2, "config [<procedure>] [--json]"),
+    "doctor": (0, 1, "doctor [<procedure>]"),
+    "vendor": (1, 1, "vendor <dir> [--force]"),
+    "prompt": (1, 2, "prompt <file|-> [max_iterations] [options]"),
+    "run": (1, 2, "run <procedure> [max_iterations] [options]"),
+}
+# Options that belong to one command only.
+COMMAND_OPTIONS = {"json": ("config",), "force": ("vendor",)}
+
+
+def dispatch(options: Any) -> int:
     if options.version or options.command == "version":
         write_stdout("rooda %s\n" % __version__)
         return 0
     if options.help or options.command in (None, "help"):
         if options.command is None and not options.help:
-            sys.stderr.write(HELP.split("\n\n")[0] + "\n\nTry 'python3 rooda.py --help'.\n")
+            sys.stderr.write("usage: %s\n\nTry 'python3 rooda.py --help'.\n" % USAGE)
             return 2
-        write_stdout(HELP)
+        write_stdout(options.parser.format_help())
         return 0
-    words = options.words
-    if options.json and options.command != "config":
-        raise UsageError("--json is only for 'config'")
-    if options.force and options.command != "vendor":
-        raise UsageError("--force is only for 'vendor'")
-    if options.command == "config":
-        if len(words) > 2:
-            raise UsageError("unexpected argument '%s' (usage: config [procedure] [--json])" % words[2])
-        return command_config(options, words[0] if words else None)
-    if options.command == "list":
-        if words:
-            raise UsageError("unexpected argument '%s' (usage: list)" % words[0])
+    command, words = options.command, options.words
+    for option, commands in COMMAND_OPTIONS.items():
+        if getattr(options, option) and command not in commands:
+            raise UsageError("--%s is only for %s" % (option, " and ".join("'%s'" % c for c in commands)))
+    if command in COMMAND_WORDS:
+        fewest, most, usage = COMMAND_WORDS[command]
+        if len(words) > most:
+            raise UsageError("unexpected argument '%s' (usage: python3 rooda.py %s)" % (words[most], usage))
+        if len(words) < fewest:
+            if command == "run":
+                raise UsageError("'run' needs a procedure name, e.g. 'python3 rooda.py run build'")
+            raise UsageError("usage: python3 rooda.py %s" % usage)
+    first = words[0] if words else None
+    if command == "config":
+        return command_config(options, first)
+    if command == "list":
         return command_list(options)
-    if options.command == "info":
-        if len(words) != 1:
-            raise UsageError("usage: python3 rooda.py info <procedure>")
+    if command == "info":
         return command_info(options, words[0])
-    if options.command == "doctor":
-        if len(words) > 1:
-            raise UsageError("usage: python3 rooda.py doctor [<procedure>]")
-        return command_doctor(options, words[0] if words else None)
-    if options.command == "vendor":
-        if len(words) != 1:
-            raise UsageError("usage: python3 rooda.py vendor <dir> [--force]")
+    if command == "doctor":
+        return command_doctor(options, first)
+    if command == "vendor":
         return command_vendor(options, words[0])
-    if options.command == "prompt":
-        if len(words) != 1:
-            raise UsageError("usage: python3 rooda.py prompt <file> [options]")
-        return command_run(options, "prompt", None, prompt_file=words[0])
-    if options.command == "run":
-        if not words:
-            raise UsageError("'run' needs a procedure name, e.g. 'python3 rooda.py run build'")
-        procedure, words = words[0], words[1:]
-    else:
-        procedure = options.command
+    if command == "prompt":
+        return command_run(options, "prompt", words[1] if len(words) > 1 else None, prompt_file=words[0])
+    if command == "run":
+        command, words = words[0], words[1:]
     if len(words) > 1:
         raise UsageError("unexpected argument '%s' (usage: <procedure> [max_iterations])" % words[1])
-    return command_run(options, procedure, words[0] if words else None)
+    return command_run(options, command, words[0] if words else None)
 
 
 # ----------------------------------------------------------------------

@@ -103,6 +103,29 @@ def test_options_may_stand_before_the_procedure(workspace, agent, capfd):
     assert code == 0 and out.startswith("# OODA Loop Iteration")
 
 
+def test_options_take_equals_values_and_unambiguous_prefixes(workspace, agent, capfd):
+    agent.script({})
+    code, _, err = run_main(capfd, "build", "--max-iter", "2", "--quie", "--ai-cmd=" + agent.cmd)
+    assert code == 0 and agent.calls == 2 and err == ""
+    code, _, err = run_main(capfd, "build", "--max-iterations=1", "--quiet", "--ai-cmd", agent.cmd)
+    assert code == 0 and agent.calls == 3
+
+
+def test_help_lists_every_option_with_argparse(capfd):
+    code, out, _ = run_main(capfd, "--help")
+    for option in ("--max-iterations", "--ai-format", "--max-cost", "--log-level", "--verify",
+                   "--done-when", "--no-log", "--json", "--force", "prompt <file|-> [max_iterations]"):
+        assert option in out, option
+
+
+def test_log_level_maps_to_verbosity(workspace, agent, capfd):
+    agent.script({"actions": [{"out": "agent says hi\n"}]})
+    code, out, err = run_main(capfd, "build", "-n", "1", "--log-level", "debug", "--ai-cmd", agent.cmd)
+    assert code == 0 and "agent says hi" in out
+    code, out, err = run_main(capfd, "build", "-n", "1", "--log-level", "warn", "--ai-cmd", agent.cmd)
+    assert code == 0 and out == "" and err == ""
+
+
 def test_grouped_short_flags_and_glued_values(workspace, agent, capfd):
     agent.script({})
     code, _, err = run_main(capfd, "build", "-n2", "-q", "--ai-cmd=" + agent.cmd)
@@ -133,13 +156,18 @@ def test_fragment_parameters(workspace, capfd):
 
 @pytest.mark.parametrize("args,message", [
     (["biuld"], "unknown procedure 'biuld'; did you mean 'build'?"),
-    (["build", "--max-iteration", "3"], "unknown option '--max-iteration'; did you mean '--max-iterations'?"),
+    (["build", "--max-itrations", "3"], "unknown option '--max-itrations'; did you mean '--max-iterations'?"),
+    (["build", "--max", "3"], "ambiguous option: --max could match --max-iterations, --max-time, --max-cost"),
+    (["build", "--ai-format", "claud"], "--ai-format must be text, claude, codex, gemini, copilot or opencode, not 'claud'; did you mean 'claude'?"),
+    (["build", "--log-level", "loud"], "--log-level must be debug, info, warn or error, not 'loud'"),
+    (["build", "--max-cost", "-5"], "--max-cost must be a number > 0, not '-5'"),
+    (["list", "--json"], "--json is only for 'config'"),
     (["build", "-n", "-1"], "--max-iterations must be a whole number >= 0"),
     (["build", "three"], "max_iterations must be a whole number >= 0 (0 means unlimited), not 'three'"),
     (["build", "-v", "-q", "--ai-cmd", "x"], "--verbose and --quiet exclude each other"),
     (["build", "--timeout", "0", "--ai-cmd", "x"], "--timeout must be a number > 0, not '0'"),
     (["build", "--failure-threshold", "0", "--ai-cmd", "x"], "--failure-threshold must be a whole number >= 1"),
-    (["build", "-n"], "option -n needs a value"),
+    (["build", "-n"], "option -n/--max-iterations needs a value"),
     (["run"], "'run' needs a procedure name"),
     (["build", "3", "4"], "unexpected argument '4'"),
     (["build", "--ai-cmd-alias", "cluade"], "unknown agent preset 'cluade' (from --ai-cmd-alias); did you mean 'claude'?"),

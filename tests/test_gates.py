@@ -1,5 +1,6 @@
 """The Ralph gates of SPEC 6: verify, done_when, requires, stuck, git, and `prompt`.
 One test per gate and per stop reason, each with its exit code from SPEC 5."""
+import json
 import os
 import signal
 import subprocess
@@ -8,7 +9,7 @@ import pytest
 
 import rooda
 from conftest import (alive, commits, git, group_members, interrupt, make_repo, procedure,
-                      progress_lines, run_main, start_rooda, write_config)
+                      progress_lines, run_main, run_rooda, start_rooda, write_config)
 
 SUCCESS_SIGNAL = {"actions": [{"out": "done\n<promise>SUCCESS</promise>\n"}]}
 
@@ -295,6 +296,70 @@ def test_prompt_applies_verify(workspace, agent, capfd):
 def test_prompt_with_a_missing_file_exits_2(workspace, agent, capfd):
     code, _, err = run_main(capfd, "prompt", "nope.md", "--ai-cmd", agent.cmd)
     assert code == 2 and "prompt file not found" in err and agent.calls == 0
+
+
+def test_prompt_loops_up_to_its_cap_and_stops_early_on_success(workspace, agent, capfd):
+    """The Ralph loop `while :; do cat PROMPT.md | claude; done`, with a cap."""
+    (workspace / "PROMPT.md").write_text("Study the plan, do the next task.\n")
+    agent.script({}, {"actions": [{"write_file": "PROMPT.md", "text": "Now finish it.\n"}]},
+                 SUCCESS_SIGNAL, {})
+    code, _, err = run_main(capfd, "prompt", "PROMPT.md", "5", "--ai-cmd", agent.cmd)
+    assert code == 0 and agent.calls == 3
+    lines = progress_lines(err)
+    assert lines[0] == "Starting procedure: prompt (max 5 iterations)"
+    assert lines[-1] == "Completed: agent signalled SUCCESS (3 iterations, total: D)"
+    assert agent.prompt(1) == "Study the plan, do the next task.\n"
+    assert agent.prompt(3) == "Now finish it.\n"  # read afresh, like `cat PROMPT.md`
+
+
+def test_prompt_with_a_cap_takes_the_configured_failure_threshold(workspace, agent, capfd):
+    (workspace / "PROMPT.md").write_text("Try.")
+    agent.script({"exit": 1}, {"exit": 1}, {})
+    code, _, err = run_main(capfd, "prompt", "PROMPT.md", "-n", "3", "--ai-cmd", agent.cmd)
+    assert code == 0 and agent.calls == 3, err
+    assert "Iteration 2/3 completed in D (failure, consecutive: 2/3)" in progress_lines(err)
+
+
+def test_prompt_unlimited_runs_until_success(workspace, agent, capfd):
+    (workspace / "PROMPT.md").write_text("Try.")
+    agent.script({}, {}, {}, SUCCESS_SIGNAL)
+    code, _, err = run_main(capfd, "prompt", "PROMPT.md", "-u", "--ai-cmd", agent.cmd)
+    assert code == 0 and agent.calls == 4
+    assert "Iteration 4 completed in D (completed)" in progress_lines(err)
+
+
+def test_prompt_from_standard_input_is_read_once(workspace, agent):
+    agent.script({}, SUCCESS_SIGNAL)
+    proc = run_rooda("prompt", "-", "3", "--ai-cmd", agent.cmd, cwd=workspace, env=agent.env,
+                     input=b"Fix the flaky test.\n")
+    assert proc.returncode == 0, proc.stderr
+    assert agent.calls == 2
+    assert agent.prompt(1) == agent.prompt(2) == "Fix the flaky test.\n"
+
+
+def test_prompt_from_empty_standard_input_is_a_usage_error(workspace, agent):
+    proc = run_rooda("prompt", "-", "--ai-cmd", agent.cmd, cwd=workspace, env=agent.env, input=b"")
+    assert proc.returncode == 2 and b"nothing arrived on standard input" in proc.stderr
+    assert agent.calls == 0
+
+
+def test_prompt_takes_gates_from_the_loop_settings_and_writes_logs(workspace, agent, capfd, tmp_path):
+    make_repo(workspace)
+    (workspace / "PROMPT.md").write_text("Try.")
+    write_config(workspace, {"loop": {"verify": "test -f built", "git": {"commit": True},
+                                      "stuck": {"same_error": 2}}})
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "prompt and config")
+    agent.script({"actions": [{"out": "compiling\n"}]},
+                 {"actions": [{"write_file": "built", "text": "1"}, *SUCCESS_SIGNAL["actions"]]})
+    logs = tmp_path / "prompt-logs"
+    code, _, err = run_main(capfd, "prompt", "PROMPT.md", "4", "--ai-cmd", agent.cmd, "--log-dir", logs)
+    assert code == 0 and agent.calls == 2, err
+    assert "Iteration 1/4 completed in D (failure, consecutive: 1/3)" in progress_lines(err)
+    assert commits(workspace)[0] == "prompt: iteration 2"
+    jsonl = [name for name in os.listdir(str(logs)) if name.endswith(".jsonl")][0]
+    start = json.loads((logs / jsonl).read_text().splitlines()[0])
+    assert start["procedure"] == "prompt" and start["max_iterations"] == 4
 
 
 # --- gates and signals --------------------------------------------------------------

@@ -188,8 +188,8 @@ BAD_INPUTS = [
     (["build", "--delay", "-1"], 2, "--delay must be a number >= 0, not '-1'"),
     (["build", "-n", "99999999999999999999", "--dry-run"], 0, ""),
     (["no-such-procedure"], 2, "unknown procedure 'no-such-procedure'"),
-    (["prompt"], 2, "usage: python3 rooda.py prompt <file> [options]"),
-    (["list", "extra"], 2, "unexpected argument 'extra' (usage: list)"),
+    (["prompt"], 2, "usage: python3 rooda.py prompt <file|-> [max_iterations] [options]"),
+    (["list", "extra"], 2, "unexpected argument 'extra' (usage: python3 rooda.py list)"),
     (["config", "--force"], 2, "--force is only for 'vendor'"),
     (["build", "--json"], 2, "--json is only for 'config'"),
 ]
