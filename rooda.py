@@ -25,16 +25,19 @@ Sections, in this order (each name is defined before it is used):
    7. Agent command
    8. Prompt assembly
    9. Signal scanning
-  10. Signals and process groups
-  11. Agent process
-  12. Gates
-  13. Git
-  14. Session logs
-  15. Progress lines
-  16. The loop
-  17. Command line
-  18. Commands
-  19. main
+  10. Agent output formats
+  11. Signals and process groups
+  12. Agent process
+  13. Reading the agent's output
+  14. Usage limits and provider errors
+  15. Gates
+  16. Git
+  17. Session logs
+  18. Progress lines
+  19. The loop
+  20. Command line
+  21. Commands
+  22. main
 """
 from __future__ import annotations
 
@@ -86,6 +89,7 @@ COMPLETED = "completed"
 FAILURE = "failure"
 TIMEOUT = "timeout"
 REJECTED = "rejected"
+LIMITED = "limited"             # a provider usage or rate limit: waited out, run again
 # Outcomes that count as a failure towards the threshold and get `, consecutive: x/y`.
 FAILING_OUTCOMES = (FAILURE, TIMEOUT, REJECTED)
 
@@ -95,7 +99,9 @@ STATUS_ABORTED = "aborted"
 STATUS_STUCK = "stuck"
 STATUS_INTERRUPTED = "interrupted"
 STATUS_ERROR = "error"
-EXIT_CODES = {STATUS_COMPLETED: 0, STATUS_ABORTED: 1, STATUS_ERROR: 2, STATUS_STUCK: 3}
+STATUS_LIMITED = "limited"
+EXIT_CODES = {STATUS_COMPLETED: 0, STATUS_ABORTED: 1, STATUS_ERROR: 2, STATUS_STUCK: 3,
+              STATUS_LIMITED: 4}
 
 # Signal kinds, as they appear in the jsonl log and the iteration records.
 SIGNAL_SUCCESS = "SUCCESS"
@@ -163,28 +169,48 @@ BUILTIN_LOOP: Dict[str, Any] = {
     "git": None,
 }
 
-# Agent presets (SPEC 9), in auto-detection order: name -> (command, extra environment).
-# Each is the CLI's documented unattended form with tools auto-approved and the prompt
-# on stdin, or in {prompt_file} / {prompt} where the CLI cannot read stdin; the sources
-# and pitfalls are in the README's preset table.
-PRESETS = {
-    "claude": ("claude -p --dangerously-skip-permissions", {}),
-    "codex": ("codex exec --dangerously-bypass-approvals-and-sandbox"
-              " --skip-git-repo-check --color never -", {}),
-    "gemini": ("gemini --yolo --skip-trust -o text", {}),
-    "copilot": ("copilot --allow-all-tools --no-ask-user --no-auto-update -s", {}),
-    "cursor-agent": ("cursor-agent -p --force --trust --output-format text {prompt}", {}),
-    "kiro-cli": ("kiro-cli chat --no-interactive --trust-all-tools", {}),
-    "amp": ("amp --dangerously-allow-all -x", {}),
-    "opencode": ("opencode run --auto", {}),
-    "qwen": ("qwen --yolo -o text", {}),
-    "goose": ("goose run --no-session -q -i -", {"GOOSE_MODE": "auto"}),
-    "aider": ("aider --message-file {prompt_file} --yes-always --no-pretty --no-stream"
-              " --no-check-update --no-analytics --no-show-model-warnings", {}),
-}
-
 # How an agent's output is read (SPEC 12): `text`, or one CLI's structured JSON lines.
 AGENT_FORMATS = ("text", "claude", "codex", "gemini", "copilot", "opencode")
+
+# Agent presets (SPEC 9), in auto-detection order: name -> (command, extra environment,
+# output format). Each is the CLI's documented unattended form with tools auto-approved
+# and the prompt on stdin, or in {prompt_file} / {prompt} where the CLI cannot read
+# stdin; where the CLI has a structured output mode checked against the real CLI, the
+# preset uses it (SPEC 9 rev 2). Sources and pitfalls are in the README's preset table.
+PRESETS = {
+    "claude": ("claude -p --dangerously-skip-permissions --output-format stream-json --verbose",
+               {}, "claude"),
+    "codex": ("codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check"
+              " --color never --json -", {}, "codex"),
+    "gemini": ("gemini --yolo --skip-trust -o stream-json", {}, "gemini"),
+    "copilot": ("copilot --allow-all-tools --no-ask-user --no-auto-update -s --output-format json",
+                {}, "copilot"),
+    "cursor-agent": ("cursor-agent -p --force --trust --output-format text {prompt}", {}, "text"),
+    "kiro-cli": ("kiro-cli chat --no-interactive --trust-all-tools", {}, "text"),
+    "amp": ("amp --dangerously-allow-all -x", {}, "text"),
+    "opencode": ("opencode run --auto --format json", {}, "opencode"),
+    "qwen": ("qwen --yolo -o stream-json", {}, "claude"),
+    "goose": ("goose run --no-session -q -i -", {"GOOSE_MODE": "auto"}, "text"),
+    "aider": ("aider --message-file {prompt_file} --yes-always --no-pretty --no-stream"
+              " --no-check-update --no-analytics --no-show-model-warnings", {}, "text"),
+}
+# Other names for presets: the successor jomadu/ralph calls kiro-cli `kiro` (SPEC 3 rev 2).
+PRESET_ALIASES = {"kiro": "kiro-cli"}
+# What each preset's CLI needs to authenticate, for the message when it cannot (SPEC 13).
+PRESET_LOGINS = {
+    "claude": "ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN), or run `claude` once and /login",
+    "codex": "OPENAI_API_KEY, or `codex login`",
+    "gemini": "GEMINI_API_KEY (or GOOGLE_API_KEY / Vertex AI settings), or run `gemini` once to log in",
+    "copilot": "GH_TOKEN or GITHUB_TOKEN (COPILOT_PROVIDER_API_KEY with your own provider), or"
+               " `copilot` then /login",
+    "cursor-agent": "CURSOR_API_KEY, or `cursor-agent login`",
+    "kiro-cli": "KIRO_API_KEY",
+    "amp": "AMP_API_KEY",
+    "opencode": "the provider's key, from `opencode auth login`",
+    "qwen": "OPENAI_API_KEY (with OPENAI_BASE_URL), or `qwen` then /auth",
+    "goose": "the provider's API key, from `goose configure`",
+    "aider": "OPENAI_API_KEY or ANTHROPIC_API_KEY (or the model's provider key)",
+}
 
 # The only two tokens replaced in an agent command: the path of a temporary file with
 # the prompt, and the prompt itself as one argument (SPEC 7).
@@ -330,6 +356,37 @@ def _tee(*sinks: Optional[Callable[[bytes], None]]) -> Optional[Callable[[bytes]
         for sink in present:
             sink(chunk)
     return both
+
+
+def telling_line(text: str) -> str:
+    """The line that says what went wrong: the last non-blank one that is not a `hint:`
+    (git ends its reports with hints, which hid the reason); when that is a generic
+    `fatal:`, the `error:` line before it says more and leads. At most 200 characters."""
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not line.strip().startswith("hint:")]
+    if not lines:
+        return ""
+    last = lines[-1]
+    if last.startswith("fatal:"):
+        errors = [line for line in lines[:-1] if line.startswith("error:")]
+        if errors:
+            last = "%s; %s" % (errors[-1], last)
+    return last[:200]
+
+
+class Ticker:
+    """A callback due every `interval` seconds, fired by whatever the loop is waiting in
+    (the agent's selector, a gate, a delay) -- never per output chunk, so the status line
+    and the heartbeats cost nothing on the hot path."""
+
+    def __init__(self, interval: float, callback: Callable[[], None]) -> None:
+        self.interval, self.callback = interval, callback
+        self.due = time.monotonic() + interval
+
+    def fire_if_due(self, now: float) -> None:
+        if now >= self.due:
+            self.due = now + self.interval
+            self.callback()
 
 
 def plural(count: int, word: str) -> str:
@@ -1145,6 +1202,19 @@ PROCEDURE_SCHEMA = {
 }
 
 
+_V_ALIAS_MAPPING = _v_mapping("{command: '...', format: claude, env: {...}}", {
+    "command": _v_command, "format": _v_enum(*AGENT_FORMATS), "env": _v_env})
+
+
+def _v_alias(value: object) -> Optional[str]:
+    """An agent alias: a command string, or {command, format, env} (jomadu/ralph's form)."""
+    if isinstance(value, dict):
+        if not value.get("command"):
+            return "needs a 'command' (a mapping like {command: '...', format: claude, env: {...}})"
+        return _V_ALIAS_MAPPING(value)
+    return _v_command(value) if value is not None else None
+
+
 def dotted(key_path: Sequence[object]) -> str:
     """('procedures', 'build', 'observe', 1) -> procedures.build.observe[1]"""
     text = ""
@@ -1173,7 +1243,7 @@ def validate_config(data: dict, report: Callable[[tuple, str], None]) -> None:
                 report(("loop", key), problem)
     aliases: dict = data["ai_cmd_aliases"] if isinstance(data.get("ai_cmd_aliases"), dict) else {}
     for name, command in aliases.items():
-        problem = _v_command(command)
+        problem = _v_alias(command)
         if problem:
             report(("ai_cmd_aliases", name), problem)
     procedures: dict = data["procedures"] if isinstance(data.get("procedures"), dict) else {}
@@ -1598,7 +1668,7 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
     files: List[Tuple[str, str]] = []
     problems: list = []
     builtin = {"loop": _copy(BUILTIN_LOOP),
-               "ai_cmd_aliases": {name: command for name, (command, _) in PRESETS.items()},
+               "ai_cmd_aliases": {name: preset[0] for name, preset in PRESETS.items()},
                "procedures": {}}
     _merge(data, builtin, lambda path: (TIER_BUILTIN, None, None, None), provenance)
 
@@ -1642,14 +1712,16 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
 # ----------------------------------------------------------------------
 
 class AgentCommand(Record):
-    """The agent to run: its command (a template with {prompt_file} / {prompt}) and origin."""
+    """The agent to run: its command (a template with {prompt_file} / {prompt}), its
+    environment, where it came from, and how its output is read (SPEC 12)."""
 
     argv: List[str]
     env: Dict[str, str]
     source: str
     preset: Optional[str]
+    format: str
 
-    __slots__ = ("argv", "env", "source", "preset")
+    __slots__ = ("argv", "env", "source", "preset", "format")
 
     def display(self) -> str:
         import shlex
@@ -1676,23 +1748,75 @@ def _which(program: str) -> Optional[str]:
     return shutil.which(program)
 
 
+# The structured-output flags of the CLIs (SPEC 9): a command of one's own that passes
+# them is read in that format, as its preset would be. (program, flag, value) -> format.
+_FORMAT_FLAGS = (
+    ("claude", "--output-format", "stream-json", "claude"),
+    ("qwen", "-o", "stream-json", "claude"), ("qwen", "--output-format", "stream-json", "claude"),
+    ("amp", "--stream-json", None, "claude"),
+    ("codex", "--json", None, "codex"),
+    ("gemini", "-o", "stream-json", "gemini"), ("gemini", "--output-format", "stream-json", "gemini"),
+    ("copilot", "--output-format", "json", "copilot"),
+    ("opencode", "--format", "json", "opencode"),
+)
+
+
+def infer_format(argv: Sequence[str]) -> Optional[str]:
+    """The format a known CLI's own flags ask for (`claude ... --output-format
+    stream-json` is `claude`), or None."""
+    program = os.path.basename(argv[0]) if argv else ""
+    for name, flag, value, agent_format in _FORMAT_FLAGS:
+        if program != name:
+            continue
+        for index, part in enumerate(argv):
+            if value is None and part == flag:
+                return agent_format
+            if part == "%s=%s" % (flag, value) or (part == flag and argv[index + 1:index + 2] == [value]):
+                return agent_format
+    return None
+
+
+def alias_definition(aliases: Mapping[str, Any], name: str) -> Optional[Tuple[str, str, Dict[str, str], Optional[str]]]:
+    """(name, command, environment, format) of an alias -- a command string, or a mapping
+    {command, format, env} -- or None. A preset unchanged keeps its own env and format."""
+    if name not in aliases and name in PRESET_ALIASES:
+        name = PRESET_ALIASES[name]
+    value = aliases.get(name)
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        env = {key: _scalar_text(setting) for key, setting in (value.get("env") or {}).items()}
+        return name, value["command"], env, value.get("format")
+    preset = PRESETS.get(name)
+    if preset is not None and value == preset[0]:
+        return name, value, dict(preset[1]), preset[2]
+    return name, value, {}, None
+
+
 def resolve_agent(config: Config, procedure_name: Optional[str], ai_cmd: Optional[str] = None,
-                  ai_cmd_alias: Optional[str] = None) -> Optional[AgentCommand]:
-    """The agent command by SPEC 3's precedence; None when nothing names one and no
-    preset's program is on PATH."""
+                  ai_cmd_alias: Optional[str] = None, ai_format: Optional[str] = None
+                  ) -> Optional[AgentCommand]:
+    """The agent command by SPEC 3's precedence, and its output format by the same one
+    (--ai-format > procedure > loop > the alias's `format` > the preset's > the CLI's own
+    flags > text); None when nothing names an agent and no preset's program is on PATH."""
     aliases = config.data.get("ai_cmd_aliases", {})
     procedure = config.data.get("procedures", {}).get(procedure_name, {}) if procedure_name else {}
+    chosen_format = ai_format or procedure.get("ai_format") or config.loop("ai_format")
+
+    def agent(argv: List[str], env: Dict[str, str], source: str, preset: Optional[str],
+              own_format: Optional[str]) -> AgentCommand:
+        return AgentCommand(argv=argv, env=env, source=source, preset=preset,
+                            format=chosen_format or own_format or infer_format(argv) or "text")
 
     def from_alias(name: str, origin: str) -> AgentCommand:
-        if name not in aliases or aliases[name] is None:
+        found = alias_definition(aliases, name)
+        if found is None:
             raise UsageError("unknown agent preset '%s' (from %s)%s" % (
-                name, origin, did_you_mean(name, aliases) or "; known presets: "
-                + ", ".join(sorted(aliases))))
-        command = aliases[name]
-        preset_command, preset_env = PRESETS.get(name, (None, {}))
-        env = dict(preset_env) if command == preset_command else {}
-        return AgentCommand(argv=_split_command(command, "ai_cmd_aliases." + name), env=env,
-                            source="preset %s, %s" % (name, origin), preset=name)
+                name, origin, did_you_mean(name, list(aliases) + list(PRESET_ALIASES))
+                or "; known presets: " + ", ".join(sorted(aliases))))
+        name, command, env, own_format = found
+        return agent(_split_command(command, "ai_cmd_aliases." + name), env,
+                     "preset %s, %s" % (name, origin), name, own_format)
 
     choices = (
         ("cmd", ai_cmd, "--ai-cmd"),
@@ -1703,14 +1827,13 @@ def resolve_agent(config: Config, procedure_name: Optional[str], ai_cmd: Optiona
         ("alias", config.loop("ai_cmd_alias"), "loop.ai_cmd_alias"),
     )
     for kind, value, origin in choices:
-        if value is not None:  # an explicit "" is a mistake to report, not "nothing given"
+        if value is not None:  # an explicit "" on the command line is a mistake to report
             if kind == "alias":
                 return from_alias(value, origin)
-            return AgentCommand(argv=_split_command(value, origin), env={},
-                                source="from " + origin, preset=None)
+            return agent(_split_command(value, origin), {}, "from " + origin, None, None)
     for name in PRESETS:
-        command = aliases.get(name)
-        if command and _which(_split_command(command, "ai_cmd_aliases." + name)[0]):
+        found = alias_definition(aliases, name)
+        if found and _which(_split_command(found[1], "ai_cmd_aliases." + name)[0]):
             return from_alias(name, "found on PATH")
     return None
 
@@ -1957,19 +2080,392 @@ class SignalScanner:
 
 
 # ----------------------------------------------------------------------
-# 10. Signals and process groups
+# 10. Agent output formats
+# ----------------------------------------------------------------------
+# Most agent CLIs can print JSON lines instead of text (SPEC 12). One decoder per
+# format turns one decoded JSON object into rooda's own events; the loop, the signal
+# scanner, the renderer, the logs and the counters see only events, so a new CLI is
+# one decoder and one row of AGENT_FORMAT_DECODERS. Events are tuples, the first item
+# their kind (cheap to make: a busy agent emits thousands):
+#   (EV_TEXT, text, delta)                 assistant text (delta: a chunk of a longer one)
+#   (EV_TOOL, name, detail)                a tool call and its most telling argument
+#   (EV_TOOL_RESULT, size, failed, first_line, exit_code)
+#   (EV_USAGE, {field: value}, additive)   usage figures (additive: sum them over the run)
+#   (EV_LIMIT, kind, message, resets_at)   a provider usage or rate limit (epoch or None)
+#   (EV_ERROR, message, status, category)  an error the CLI reports (HTTP status, its word)
+#   (EV_NOTICE, message)                   retries and warnings: shown, never a failure
+#   (EV_RESULT, ok, text)                  the run-ending event, with the final text
+# A decoder returns None for an object that is not an event of its format.
+
+EV_TEXT, EV_TOOL, EV_TOOL_RESULT, EV_USAGE = "text", "tool", "tool_result", "usage"
+EV_LIMIT, EV_ERROR, EV_NOTICE, EV_RESULT = "limit", "error", "notice", "result"
+
+# The usage figures rooda keeps (SPEC 8 `usage`), each None until the agent reports it.
+USAGE_FIELDS = ("model", "input_tokens", "output_tokens", "cache_read_tokens",
+                "cache_write_tokens", "cost_usd", "turns", "tool_calls")
+# Tool arguments that say most about a call, in the order they are looked for.
+_TELLING_ARGUMENTS = ("command", "cmd", "file_path", "filePath", "path", "absolute_path",
+                      "notebook_path", "pattern", "url", "query", "description", "prompt")
+
+
+def _one_line(text: object, limit: int = 160) -> str:
+    """The first non-blank line of a text, cut to `limit` characters."""
+    if not isinstance(text, str):
+        return ""
+    for line in text.splitlines():
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= limit else line[:limit - 1] + "…"
+    return ""
+
+
+def _tool_detail(arguments: object) -> str:
+    """The most telling argument of a tool call: command, path, pattern, URL, query."""
+    if not isinstance(arguments, dict):
+        return ""
+    for key in _TELLING_ARGUMENTS:
+        value = arguments.get(key)
+        if isinstance(value, list) and value and all(isinstance(part, str) for part in value):
+            value = " ".join(value)
+        if isinstance(value, str) and value.strip():
+            return _one_line(value)
+    return ""
+
+
+def _unwrap_shell(command: object) -> str:
+    """`/bin/bash -lc "pytest -q"` as `pytest -q`: the script, not its wrapper."""
+    import shlex
+
+    if isinstance(command, list):
+        argv = [str(part) for part in command]
+    elif isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError:
+            return _one_line(command)
+    else:
+        return ""
+    if len(argv) == 3 and os.path.basename(argv[0]) in ("bash", "sh", "zsh") and \
+            argv[1] in ("-c", "-lc"):
+        return _one_line(argv[2])
+    return _one_line(" ".join(argv))
+
+
+def _status_in(message: object) -> Optional[int]:
+    """The HTTP status an error message names (`401`, `(429)`, `status: 429`), if any."""
+    import re
+
+    if not isinstance(message, str):
+        return None
+    match = re.search(r"(?<![\d.:])(4\d\d|5\d\d)(?![\d.:])", message)
+    return int(match.group(1)) if match else None
+
+
+def _number(value: object) -> Optional[float]:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _text_of(content: object) -> str:
+    """A tool result's content: a string, or a list of {type: text, text} blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(block.get("text", "") for block in content
+                         if isinstance(block, dict) and isinstance(block.get("text"), str))
+    return ""
+
+
+def decode_claude(event: dict) -> Optional[list]:
+    """Claude Code `-p --output-format stream-json --verbose` (also Qwen Code, Amp)."""
+    kind = event.get("type")
+    if kind == "assistant":
+        message = event.get("message") or {}
+        blocks = [b for b in message.get("content") or () if isinstance(b, dict)]
+        texts = [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
+        if event.get("error"):  # a synthetic message that carries an API error
+            text = " ".join(texts) or str(event["error"])
+            return [(EV_ERROR, text, _status_in(text), str(event["error"]))]
+        events: list = []
+        for block in blocks:
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                events.append((EV_TEXT, block["text"], False))
+            elif block.get("type") == "tool_use":
+                events.append((EV_TOOL, str(block.get("name") or "tool"), _tool_detail(block.get("input"))))
+        return events
+    if kind == "user":
+        content = (event.get("message") or {}).get("content")
+        events = []
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                text = _text_of(block.get("content"))
+                failed = block.get("is_error") is True
+                events.append((EV_TOOL_RESULT, len(text), failed, _one_line(text) if failed else "", None))
+        return events
+    if kind == "system":
+        subtype = event.get("subtype")
+        if subtype == "init" and isinstance(event.get("model"), str):
+            return [(EV_USAGE, {"model": event["model"]}, False)]
+        if subtype == "api_retry":
+            return [(EV_NOTICE, "API error %s (%s); retry %s of %s in %.0fs" % (
+                event.get("error_status"), event.get("error"), event.get("attempt"),
+                event.get("max_retries"), (_number(event.get("retry_delay_ms")) or 0) / 1000))]
+        return []
+    if kind == "rate_limit_event":
+        info = event.get("rate_limit_info") or {}
+        if info.get("status") == "rejected":
+            return [(EV_LIMIT, str(info.get("rateLimitType") or "rate_limit"), None,
+                     _number(info.get("resetsAt")))]
+        if info.get("status") == "allowed_warning":
+            used = _number(info.get("utilization"))
+            return [(EV_NOTICE, "approaching the %s usage limit%s" % (
+                info.get("rateLimitType") or "provider's",
+                " (%.0f%% used)" % (used * 100) if used is not None else ""))]
+        return []
+    if kind == "result":
+        usage = event.get("usage") or {}
+        models = event.get("modelUsage")
+        figures = {"input_tokens": _number(usage.get("input_tokens")),
+                   "output_tokens": _number(usage.get("output_tokens")),
+                   "cache_read_tokens": _number(usage.get("cache_read_input_tokens")),
+                   "cache_write_tokens": _number(usage.get("cache_creation_input_tokens")),
+                   "cost_usd": _number(event.get("total_cost_usd")),
+                   "turns": _number(event.get("num_turns"))}
+        if isinstance(models, dict) and models:
+            figures["model"] = ", ".join(models)
+        events = [(EV_USAGE, {k: v for k, v in figures.items() if v is not None}, False)]
+        text = event.get("result") if isinstance(event.get("result"), str) else None
+        if event.get("is_error") is True:
+            errors = event.get("errors") if isinstance(event.get("errors"), list) else []
+            message = text or "; ".join(str(e) for e in errors) or str(event.get("subtype") or "error")
+            status = _number(event.get("api_error_status"))
+            events.append((EV_ERROR, message, int(status) if status else _status_in(text), None))
+        elif text is not None and text.startswith("[API Error"):
+            # Qwen Code reports a failed request as a successful result (exit 0).
+            events.append((EV_ERROR, text, _status_in(text), None))
+        else:
+            events.append((EV_RESULT, True, text))
+            return events
+        events.append((EV_RESULT, False, None))
+        return events
+    if kind == "stream_event":
+        return []
+    return None
+
+
+def skim_claude(line: bytes) -> Optional[list]:
+    """Tool results are most of a busy stream's bytes and only their failure matters: a
+    `user` line without `"is_error":true` (JSON escapes any quote inside a string, so
+    that text can only be structure) is a successful result, no decoding needed."""
+    if line.startswith(b'{"type":"user"') and b'"is_error":true' not in line:
+        return [(EV_TOOL_RESULT, len(line), False, "", None)]
+    if line.startswith(b'{"type":"stream_event"'):
+        return []
+    return None
+
+
+def decode_codex(event: dict) -> Optional[list]:
+    """Codex `exec --json`."""
+    kind = event.get("type")
+    item = event.get("item") if isinstance(event.get("item"), dict) else {}
+    item_type = item.get("type")
+    if kind in ("thread.started", "turn.started", "item.updated"):
+        return []
+    if kind == "item.started":
+        if item_type == "command_execution":
+            return [(EV_TOOL, "shell", _unwrap_shell(item.get("command")))]
+        return []
+    if kind == "item.completed":
+        if item_type == "agent_message":
+            return [(EV_TEXT, str(item.get("text") or ""), False)]
+        if item_type == "command_execution":
+            output = str(item.get("aggregated_output") or "")
+            code = item.get("exit_code")
+            failed = (isinstance(code, int) and code != 0) or item.get("status") == "failed"
+            return [(EV_TOOL_RESULT, len(output), failed, _one_line(output) if failed else "",
+                     code if isinstance(code, int) else None)]
+        if item_type == "file_change":
+            paths = [str(change.get("path")) for change in item.get("changes") or ()
+                     if isinstance(change, dict) and change.get("path")]
+            return [(EV_TOOL, "edit", ", ".join(paths))]
+        if item_type == "mcp_tool_call":
+            return [(EV_TOOL, str(item.get("tool") or "mcp"), str(item.get("server") or ""))]
+        if item_type == "web_search":
+            return [(EV_TOOL, "web_search", _one_line(item.get("query")))]
+        if item_type == "error":  # a warning (e.g. unknown model metadata), not a failure
+            return [(EV_NOTICE, _one_line(item.get("message")))]
+        return []
+    if kind == "turn.completed":
+        usage = event.get("usage") or {}
+        figures = {"input_tokens": _number(usage.get("input_tokens")),
+                   "cache_read_tokens": _number(usage.get("cached_input_tokens")),
+                   "output_tokens": _number(usage.get("output_tokens")), "turns": 1}
+        return [(EV_USAGE, {k: v for k, v in figures.items() if v is not None}, True),
+                (EV_RESULT, True, None)]
+    if kind == "turn.failed":
+        message = str((event.get("error") or {}).get("message") or "the turn failed")
+        return [(EV_ERROR, message, _status_in(message), None), (EV_RESULT, False, None)]
+    if kind == "error":
+        # Also sent for retried stream errors; turn.failed decides. Kept as the reason.
+        return [(EV_NOTICE, str(event.get("message") or "error"))]
+    return None
+
+
+def decode_gemini(event: dict) -> Optional[list]:
+    """Gemini CLI `-o stream-json`."""
+    kind = event.get("type")
+    if kind == "init":
+        model = event.get("model")
+        return [(EV_USAGE, {"model": model}, False)] if isinstance(model, str) and model != "auto" else []
+    if kind == "message":
+        if event.get("role") == "assistant":
+            return [(EV_TEXT, str(event.get("content") or ""), bool(event.get("delta")))]
+        return []  # the user's prompt, echoed back: never scanned
+    if kind == "tool_use":
+        return [(EV_TOOL, str(event.get("tool_name") or "tool"), _tool_detail(event.get("parameters")))]
+    if kind == "tool_result":
+        output = str(event.get("output") or "")
+        failed = event.get("status") not in ("success", None)
+        error = event.get("error") if isinstance(event.get("error"), dict) else {}
+        return [(EV_TOOL_RESULT, len(output), failed,
+                 _one_line(error.get("message") or output) if failed else "", None)]
+    if kind == "error":
+        return [(EV_NOTICE, _one_line(event.get("message")))]
+    if kind == "result":
+        stats = event.get("stats") or {}
+        models = [name for name, figures in (stats.get("models") or {}).items()
+                  if isinstance(figures, dict) and figures.get("total_tokens")]
+        figures = {"input_tokens": _number(stats.get("input_tokens")),
+                   "output_tokens": _number(stats.get("output_tokens")),
+                   "cache_read_tokens": _number(stats.get("cached")),
+                   "model": ", ".join(models) or None}
+        events: list = [(EV_USAGE, {k: v for k, v in figures.items() if v is not None}, False)]
+        if event.get("status") == "error":
+            error = event.get("error") if isinstance(event.get("error"), dict) else {}
+            message = str(error.get("message") or "error")
+            events += [(EV_ERROR, message, _status_in(message), error.get("type")),
+                       (EV_RESULT, False, None)]
+        else:
+            events.append((EV_RESULT, True, None))
+        return events
+    return None
+
+
+def decode_copilot(event: dict) -> Optional[list]:
+    """GitHub Copilot CLI `--output-format json`."""
+    kind = event.get("type")
+    data = event.get("data") if isinstance(event.get("data"), dict) else {}
+    if kind == "assistant.message":
+        events: list = []
+        if isinstance(data.get("model"), str):
+            events.append((EV_USAGE, {"model": data["model"]}, False))
+        if isinstance(data.get("content"), str) and data["content"]:
+            events.append((EV_TEXT, data["content"], False))
+        return events
+    if kind == "tool.execution_start":
+        return [(EV_TOOL, str(data.get("toolName") or "tool"), _tool_detail(data.get("arguments")))]
+    if kind == "tool.execution_complete":
+        result = data.get("result") if isinstance(data.get("result"), dict) else {}
+        text = str(result.get("content") or "")
+        shell = data.get("shellExecution") if isinstance(data.get("shellExecution"), dict) else {}
+        code = shell.get("exitCode")
+        failed = data.get("success") is False or (isinstance(code, int) and code != 0)
+        return [(EV_TOOL_RESULT, len(text), failed, _one_line(text) if failed else "",
+                 code if isinstance(code, int) else None)]
+    if kind == "session.error":
+        message = str(data.get("message") or "error")
+        status = data.get("statusCode")
+        return [(EV_ERROR, message, status if isinstance(status, int) else _status_in(message),
+                 data.get("errorType"))]
+    if kind == "assistant.turn_retry":
+        return [(EV_NOTICE, "retrying the model call (%s)" % (data.get("reason") or "error"))]
+    if kind == "assistant.turn_end":
+        return [(EV_USAGE, {"turns": 1}, True)]
+    if kind == "result":
+        code = event.get("exitCode")
+        return [(EV_RESULT, code in (0, None), None)]
+    if isinstance(kind, str) and kind.split(".")[0] in ("session", "assistant", "model", "tool", "user"):
+        return []
+    return None
+
+
+def decode_opencode(event: dict) -> Optional[list]:
+    """OpenCode `run --format json`."""
+    kind = event.get("type")
+    part = event.get("part") if isinstance(event.get("part"), dict) else {}
+    if kind == "text":
+        return [(EV_TEXT, str(part.get("text") or ""), False)]
+    if kind == "tool_use":
+        state = part.get("state") if isinstance(part.get("state"), dict) else {}
+        events: list = [(EV_TOOL, str(part.get("tool") or "tool"), _tool_detail(state.get("input")))]
+        if state.get("status") in ("completed", "error"):
+            output = str(state.get("output") or state.get("error") or "")
+            metadata = state.get("metadata") if isinstance(state.get("metadata"), dict) else {}
+            code = metadata.get("exit")
+            failed = state.get("status") == "error" or (isinstance(code, int) and code != 0)
+            events.append((EV_TOOL_RESULT, len(output), failed, _one_line(output) if failed else "",
+                           code if isinstance(code, int) else None))
+        return events
+    if kind == "step_finish":
+        tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
+        cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+        figures = {"input_tokens": _number(tokens.get("input")),
+                   "output_tokens": _number(tokens.get("output")),
+                   "cache_read_tokens": _number(cache.get("read")),
+                   "cache_write_tokens": _number(cache.get("write")),
+                   "cost_usd": _number(part.get("cost")), "turns": 1}
+        events = [(EV_USAGE, {k: v for k, v in figures.items() if v is not None}, True)]
+        if part.get("reason") == "stop":
+            events.append((EV_RESULT, True, None))
+        return events
+    if kind == "error":
+        error = event.get("error") if isinstance(event.get("error"), dict) else {}
+        data = error.get("data") if isinstance(error.get("data"), dict) else {}
+        message = str(data.get("message") or error.get("name") or "error")
+        status = data.get("statusCode")
+        return [(EV_ERROR, message, status if isinstance(status, int) else _status_in(message),
+                 error.get("name"))]
+    if kind in ("step_start", "reasoning"):
+        return []
+    return None
+
+
+class AgentFormat(Record):
+    """One structured output format: its decoder, an optional skim (events straight from
+    the raw line, for bulky lines nothing needs decoded), whether it reports a cost."""
+
+    name: str
+    decode: Callable[[dict], Optional[list]]
+    skim: Optional[Callable[[bytes], Optional[list]]]
+    reports_cost: bool
+
+    __slots__ = ("name", "decode", "skim", "reports_cost")
+
+
+AGENT_FORMAT_DECODERS = {
+    "claude": AgentFormat(name="claude", decode=decode_claude, skim=skim_claude, reports_cost=True),
+    "codex": AgentFormat(name="codex", decode=decode_codex, skim=None, reports_cost=False),
+    "gemini": AgentFormat(name="gemini", decode=decode_gemini, skim=None, reports_cost=False),
+    "copilot": AgentFormat(name="copilot", decode=decode_copilot, skim=None, reports_cost=False),
+    "opencode": AgentFormat(name="opencode", decode=decode_opencode, skim=None, reports_cost=True),
+}
+
+
+# ----------------------------------------------------------------------
+# 11. Signals and process groups
 # ----------------------------------------------------------------------
 # Handlers only record; the loop acts. The agent runs in its own session, its group is
 # terminated (TERM, grace, KILL), and on Linux rooda is a child subreaper so that
 # descendants that escaped the group are found and terminated too.
 
 class SignalGuard:
-    """Records SIGINT, SIGTERM and SIGHUP while the loop runs, and wakes it for them and
-    for SIGCHLD through a pipe (signal.set_wakeup_fd). Handlers only record."""
+    """Records SIGINT, SIGTERM and SIGHUP while the loop runs, and wakes it for them, for
+    SIGCHLD and for Ctrl+Z (SIGTSTP) through a pipe (signal.set_wakeup_fd). Handlers only
+    record; the loop acts."""
 
     def __init__(self) -> None:
         self.signum: Optional[int] = None   # the first interrupting signal
         self.count = 0                      # interrupting signals so far
+        self.stop_requested = False         # Ctrl+Z: stop the agent's group, then ourselves
         self.wake_fd: Optional[int] = None  # readable when a signal arrived
         self._write_fd: Optional[int] = None
         self._saved: list = []
@@ -1995,7 +2491,27 @@ class SignalGuard:
         if hasattr(signal, "SIGCHLD"):
             # A Python-level handler makes SIGCHLD write to the wake-up fd; it does nothing else.
             self._saved.append((signal.SIGCHLD, signal.signal(signal.SIGCHLD, _ignore_signal)))
+        if hasattr(signal, "SIGTSTP") and signal.getsignal(signal.SIGTSTP) != signal.SIG_IGN:
+            self._saved.append((signal.SIGTSTP, signal.signal(signal.SIGTSTP, self._record_stop)))
         return self
+
+    def _record_stop(self, signum: int, frame: object) -> None:
+        self.stop_requested = True
+
+    def suspend(self, groups: Iterable[int]) -> float:
+        """Ctrl+Z: stop the children's groups (they run in sessions of their own, so the
+        terminal's SIGTSTP never reaches them), then rooda itself; on `fg` (SIGCONT),
+        continue them. Returns the seconds spent stopped, which no timeout counts."""
+        self.stop_requested = False
+        groups = list(groups)
+        for group in groups:
+            _signal_group(group, signal.SIGSTOP)
+        begun = time.monotonic()
+        # SIGSTOP, not SIGTSTP: the kernel discards SIGTSTP in an orphaned process group.
+        os.kill(os.getpid(), signal.SIGSTOP)
+        for group in groups:
+            _signal_group(group, signal.SIGCONT)
+        return time.monotonic() - begun
 
     def _record(self, signum: int, frame: object) -> None:
         if self.signum is None:
@@ -2012,8 +2528,9 @@ class SignalGuard:
         except (BlockingIOError, InterruptedError):
             pass
 
-    def wait(self, seconds: float) -> None:
-        """Sleep up to `seconds`, returning early on an interrupting signal."""
+    def wait(self, seconds: float, ticker: Optional[Ticker] = None) -> None:
+        """Sleep up to `seconds` (time spent stopped by Ctrl+Z not counted), returning
+        early on an interrupting signal; the ticker fires on its schedule meanwhile."""
         import selectors
 
         deadline = time.monotonic() + seconds
@@ -2021,14 +2538,20 @@ class SignalGuard:
             if self.wake_fd is not None:
                 selector.register(self.wake_fd, selectors.EVENT_READ)
             while self.signum is None:
-                remaining = deadline - time.monotonic()
+                now = time.monotonic()
+                if ticker is not None:
+                    ticker.fire_if_due(now)
+                remaining = deadline - now
                 if remaining <= 0:
                     return
+                pause = min(remaining, ticker.due - now) if ticker is not None else remaining
                 if self.wake_fd is None:
-                    time.sleep(min(remaining, 0.1))
+                    time.sleep(min(max(pause, 0.0), 0.1))
                 else:
-                    selector.select(remaining)
+                    selector.select(max(pause, 0.0))
                     self.drain()
+                if self.stop_requested:
+                    deadline += self.suspend(())
 
     def __exit__(self, *exc_info: object) -> None:
         for signum, handler in reversed(self._saved):
@@ -2175,7 +2698,7 @@ def _terminate_escapees(own_pids: Iterable[int], grace: float) -> None:
 
 
 # ----------------------------------------------------------------------
-# 11. Agent process
+# 12. Agent process
 # ----------------------------------------------------------------------
 # One selector loop (the shape of CPython's subprocess._communicate): the prompt is
 # written to the agent's stdin as the pipe accepts it while stdout and stderr are
@@ -2452,7 +2975,8 @@ def _threaded_io() -> bool:
 def _communicate(proc: _Child, stdin_fd: Optional[int], out_fd: int, err_fd: int,
                  prompt_bytes: bytes, scanner: SignalScanner, on_stdout, on_stderr, guard,
                  iteration_timeout, idle_timeout, kill_grace, tail_bytes, started,
-                 subreaper: bool) -> AgentResult:
+                 subreaper: bool, ticker: Optional[Ticker] = None,
+                 seen_signals: int = 0) -> AgentResult:
     """The loop of run_agent: feed stdin, pump and scan output, enforce the timeouts,
     and terminate the process group (TERM, grace, KILL) when it must end.
 
@@ -2464,7 +2988,6 @@ def _communicate(proc: _Child, stdin_fd: Optional[int], out_fd: int, err_fd: int
     pump = (_ThreadPump if _threaded_io() else _SelectorPump)(
         stdin_fd, out_fd, err_fd, prompt_bytes, guard)
     sinks = {"stdout": on_stdout, "stderr": on_stderr}
-    seen_signals = guard.count if guard is not None else 0
 
     def group_alive() -> bool:
         if os.name == "nt":
@@ -2556,6 +3079,9 @@ def _communicate(proc: _Child, stdin_fd: Optional[int], out_fd: int, err_fd: int
                     deadlines.append(last_output + idle_timeout)
             else:
                 deadlines.append(exited_at + DRAIN_SECONDS)
+            if ticker is not None:
+                ticker.fire_if_due(now)
+                deadlines.append(ticker.due)
             timeout = max(0.0, min(deadlines) - now) if deadlines else None
             if term_at is not None or (exited_at is not None and not pipes_open):
                 timeout = GROUP_POLL_SECONDS if timeout is None else min(timeout, GROUP_POLL_SECONDS)
@@ -2563,6 +3089,15 @@ def _communicate(proc: _Child, stdin_fd: Optional[int], out_fd: int, err_fd: int
                 timeout = 0.05 if timeout is None else min(timeout, 0.05)
 
             arrived = pump.wait(timeout)
+            if guard is not None and guard.stop_requested:
+                # Ctrl+Z: the agent's group stops with us; the time stopped counts toward
+                # no timeout, so every deadline moves on by it.
+                paused = guard.suspend([pgid] if proc.returncode is None or group_alive() else [])
+                started += paused
+                last_output += paused
+                exited_at = exited_at + paused if exited_at is not None else None
+                term_at = term_at + paused if term_at is not None else None
+                kill_at = kill_at + paused if kill_at is not None else None
             for name, chunk in arrived:
                 if not chunk:
                     continue
@@ -2627,7 +3162,7 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
               on_stderr: Optional[Callable[[bytes], None]] = None,
               guard: Optional[SignalGuard] = None, iteration_timeout: Optional[float] = None,
               idle_timeout: Optional[float] = None, kill_grace: float = 5.0,
-              tail_bytes: int = 65536) -> AgentResult:
+              tail_bytes: int = 65536, ticker: Optional[Ticker] = None) -> AgentResult:
     """Run the agent once and return what happened; no process of its group survives.
 
     The prompt goes to stdin, unless the command holds {prompt_file} (a temporary file
@@ -2659,11 +3194,19 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
     scanner = scanner or SignalScanner({SIGNAL_SUCCESS: [], SIGNAL_FAILURE: []}, "")
     subreaper = become_subreaper()
     started = time.monotonic()
+    # A signal that came before the start stops the run: nothing new is started after it
+    # (SPEC 7). One that comes from now on is seen by _communicate, which kills at once.
+    seen_signals = guard.count if guard is not None else 0
     try:
+        if guard is not None and guard.signum is not None:
+            return AgentResult(exit_code=128 + guard.signum, signal=None, timed_out=None,
+                               signals=frozenset(), tail=b"", output_bytes=0,
+                               interrupted=guard.signum, seconds=0.0)
         child, stdin_fd, out_fd, err_fd = _spawn(argv, use_stdin, env, cwd)
         result = _communicate(child, stdin_fd, out_fd, err_fd, prompt_bytes if use_stdin else b"",
                               scanner, on_stdout, on_stderr, guard, iteration_timeout,
-                              idle_timeout, kill_grace, tail_bytes, started, subreaper)
+                              idle_timeout, kill_grace, tail_bytes, started, subreaper, ticker,
+                              seen_signals)
         if subreaper:
             _terminate_escapees({child.pid}, kill_grace)
         return result
@@ -2676,7 +3219,504 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
 
 
 # ----------------------------------------------------------------------
-# 12. Gates
+# 13. Reading the agent's output
+# ----------------------------------------------------------------------
+# What one iteration's output means to the loop. TextReader passes bytes through as
+# they come (signals are scanned in the raw bytes by run_agent). EventReader splits a
+# structured stream into lines, turns them into events with the format's decoder, scans
+# only the assistant's text for signals, renders readable lines for --verbose and the
+# .log (never JSON), copies the raw lines to the agent's .jsonl, and counts tool calls
+# and usage. Both end in a StreamReport; the loop never sees a format.
+
+# A structured line longer than this is dropped, with one warning: memory stays bounded.
+MAX_EVENT_LINE = 16 * 1024 * 1024
+# Bytes of the CLI's own text (non-JSON lines, stderr) read for limit messages (SPEC 13).
+LIMIT_SCAN_BYTES = 2048
+
+
+class StreamReport(Record):
+    """What the loop needs of one iteration's output, whatever its format."""
+
+    signals: frozenset              # SUCCESS / FAILURE from the assistant's text (or raw bytes)
+    tail: bytes                     # readable output for PREVIOUS ITERATION and the reason
+    own_text: bytes                 # the last bytes of the CLI's own text: limit messages
+    error: Optional[Tuple[str, Optional[int], Optional[str]]]  # (message, status, category)
+    limit: Optional[Tuple[str, Optional[str], Optional[float]]]  # (kind, message, resets_at)
+    cut_short: bool                 # events of the format, but no run-ending one
+    structured: bool                # False: read as text (declared so, or no event seen)
+    usage: Optional[Dict[str, Any]]
+    notice: Optional[str]           # the last retry or warning the CLI reported
+
+    __slots__ = ("signals", "tail", "own_text", "error", "limit", "cut_short", "structured",
+                 "usage", "notice")
+
+
+class TextReader:
+    """A text agent: its bytes go through unchanged (verbose, log); only counted."""
+
+    structured = False
+
+    def __init__(self, show_out: Optional[Callable[[bytes], None]],
+                 show_err: Optional[Callable[[bytes], None]],
+                 log: Optional[Callable[[bytes], None]]) -> None:
+        self.output_bytes = 0
+        self.tool_calls = 0
+        self.last_tool = ""
+        out, err = _tee(show_out, log), _tee(show_err, log)
+
+        def on_stdout(chunk: bytes) -> None:
+            self.output_bytes += len(chunk)
+            if out is not None:
+                out(chunk)
+
+        def on_stderr(chunk: bytes) -> None:
+            self.output_bytes += len(chunk)
+            if err is not None:
+                err(chunk)
+        self.on_stdout, self.on_stderr = on_stdout, on_stderr
+
+    def finish(self, result: AgentResult) -> StreamReport:
+        return StreamReport(signals=result.signals, tail=result.tail,
+                            own_text=result.tail[-LIMIT_SCAN_BYTES:], error=None, limit=None,
+                            cut_short=False, structured=False, usage=None, notice=None)
+
+
+class EventReader:
+    """A structured agent: JSON lines in, events out (SPEC 12)."""
+
+    structured = True
+
+    def __init__(self, agent_format: AgentFormat, scanner: SignalScanner,
+                 show_out: Optional[Callable[[bytes], None]],
+                 show_err: Optional[Callable[[bytes], None]],
+                 log: Optional[Callable[[bytes], None]], raw: Optional[Callable[[bytes], None]],
+                 cwd: str, tail_bytes: int, warn: Callable[[str], None]) -> None:
+        import collections
+        import json
+
+        self.format, self.scanner, self.warn = agent_format, scanner, warn
+        self.loads = json.loads
+        self.show = _tee(show_out, log)
+        self.show_err = _tee(show_err, log)
+        self.raw = raw
+        self.cwd = cwd.rstrip(os.sep) + os.sep
+        self.tail_bytes = tail_bytes
+        self.pending: List[bytes] = []      # the open line, when it spans reads
+        self.pending_size = 0
+        self.dropping = False               # inside a line over MAX_EVENT_LINE
+        self.dropped = 0
+        self.events = 0                     # lines that were events of the format
+        self.output_bytes = 0
+        self.tool_calls = 0
+        self.last_tool = ""
+        self.usage: Dict[str, Any] = {}
+        self.error: Optional[Tuple[str, Optional[int], Optional[str]]] = None
+        self.limit: Optional[Tuple[str, Optional[str], Optional[float]]] = None
+        self.ended: Optional[bool] = None   # the run-ending event: ok or not
+        self.notice: Optional[str] = None
+        self.assistant_text = False
+        self.text_open = False              # the last text shown did not end its line
+        self.rendered: "collections.deque[bytes]" = collections.deque()
+        self.rendered_size = 0
+        self.own_text = b""
+        self.on_stdout, self.on_stderr = self.feed, self.feed_stderr
+
+    # -- input ----------------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> None:
+        """Standard output: whole lines are decoded, the open one kept (bounded)."""
+        self.output_bytes += len(chunk)
+        if self.raw is not None:
+            self.raw(chunk)
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                if start < len(chunk):
+                    self._hold(chunk[start:] if start else chunk)
+                return
+            if self.dropping:
+                self.dropping = False        # the end of a line that was too long
+            elif self.pending:
+                self.pending.append(chunk[start:end])
+                line = b"".join(self.pending)
+                self.pending, self.pending_size = [], 0
+                self._line(line)
+            else:
+                self._line(chunk[start:end])
+            start = end + 1
+
+    def feed_stderr(self, chunk: bytes) -> None:
+        """Standard error: no CLI here writes JSON to it -- the CLI's own text."""
+        self.output_bytes += len(chunk)
+        if self.show_err is not None:
+            self.show_err(chunk)
+        self.own_text = (self.own_text + chunk)[-LIMIT_SCAN_BYTES:]
+
+    def _hold(self, piece: bytes) -> None:
+        if self.dropping:
+            return
+        self.pending.append(piece)
+        self.pending_size += len(piece)
+        if self.pending_size > MAX_EVENT_LINE:
+            self.pending, self.pending_size, self.dropping = [], 0, True
+            self.dropped += 1
+            if self.dropped == 1:
+                self.warn("the agent wrote a line over %d MiB; it was dropped (its events are"
+                          " lost, the raw stream file keeps it)" % (MAX_EVENT_LINE >> 20))
+
+    def _line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        events = self.format.skim(line) if self.format.skim is not None else None
+        if events is None:
+            try:
+                event = self.loads(line)
+            except ValueError:  # also invalid UTF-8
+                event = None
+            if not isinstance(event, dict):
+                self._own_text(line)
+                return
+            events = self.format.decode(event)
+            if events is None:
+                return  # an event type this format does not know: ignored
+        self.events += 1
+        for event in events:
+            self._apply(event)
+
+    def _own_text(self, line: bytes) -> None:
+        """A line that is not JSON: the CLI's own words (shown, logged, read for limits)."""
+        self.own_text = (self.own_text + line + b"\n")[-LIMIT_SCAN_BYTES:]
+        self._show(line.decode("utf-8", "replace"))
+
+    # -- events -----------------------------------------------------------------------
+
+    def _apply(self, event: tuple) -> None:
+        kind = event[0]
+        if kind == EV_TEXT:
+            text, delta = event[1], event[2]
+            if not text:
+                return
+            self.assistant_text = True
+            data = text.encode("utf-8")
+            # Deltas are chunks of one text: joined as they are, so that a marker split
+            # across two of them is still found; whole texts are lines of their own.
+            self.scanner.feed("assistant", data if delta else b"\n" + data + b"\n")
+            self._show(text, partial=delta)
+        elif kind == EV_TOOL:
+            self.tool_calls += 1
+            detail = event[2].replace(self.cwd, "") if event[2] else ""
+            self.last_tool = "%s: %s" % (event[1], detail) if detail else event[1]
+            self._show("→ " + self.last_tool)
+        elif kind == EV_TOOL_RESULT:
+            if event[2]:
+                self._show("  ✗ %s%s" % ("exit %d: " % event[4] if event[4] is not None else "",
+                                         event[3] or "failed"))
+        elif kind == EV_USAGE:
+            for name, value in event[1].items():
+                if event[2] and isinstance(value, (int, float)):
+                    self.usage[name] = self.usage.get(name, 0) + value
+                else:
+                    self.usage[name] = value
+        elif kind == EV_LIMIT:
+            self.limit = (event[1], event[2], event[3])
+        elif kind == EV_ERROR:
+            self.error = (event[1], event[2], event[3])
+            self._show("  ✗ error: " + _one_line(event[1], 400))
+        elif kind == EV_NOTICE:
+            self.notice = event[1]
+            self._show("  · " + _one_line(event[1], 400))
+        elif kind == EV_RESULT:
+            self.ended = event[1]
+            if event[1] and event[2]:
+                self.scanner.feed("assistant", b"\n" + event[2].encode("utf-8") + b"\n")
+                if not self.assistant_text:
+                    self._show(event[2])
+
+    def _show(self, text: str, partial: bool = False) -> None:
+        """A readable line (or a chunk of one, for deltas) to --verbose and the .log."""
+        if not partial:
+            text = ("\n" if self.text_open else "") + text.rstrip("\n") + "\n"
+            self.text_open = False
+        elif text:
+            self.text_open = not text.endswith("\n")
+        data = text.encode("utf-8", "replace")
+        if self.show is not None:
+            self.show(data)
+        self.rendered.append(data)
+        self.rendered_size += len(data)
+        while self.rendered_size - len(self.rendered[0]) >= self.tail_bytes:
+            self.rendered_size -= len(self.rendered.popleft())
+
+    # -- end --------------------------------------------------------------------------
+
+    def usage_line(self) -> str:
+        """The closing usage line: what the CLI reported, nothing invented."""
+        parts = describe_usage(self.usage, self.tool_calls)
+        return "usage: " + " · ".join(parts) if parts else ""
+
+    def finish(self, result: AgentResult) -> StreamReport:
+        if self.pending and not self.dropping:
+            line = b"".join(self.pending)
+            self.pending, self.pending_size = [], 0
+            self._line(line)
+        if self.events == 0:
+            # Nothing of the declared format came: judge the output as text (SPEC 12).
+            if result.output_bytes:
+                self.warn("the agent's output held no %s events; it was judged as text (is"
+                          " --ai-format / ai_format right for this agent?)" % self.format.name)
+            return StreamReport(signals=result.signals, tail=result.tail,
+                                own_text=result.tail[-LIMIT_SCAN_BYTES:], error=None, limit=None,
+                                cut_short=False, structured=False, usage=None, notice=None)
+        if self.text_open:
+            self._show("")
+        line = self.usage_line()
+        if line:
+            self._show(line)
+        self.usage.setdefault("tool_calls", self.tool_calls)
+        return StreamReport(signals=self.scanner.finish(), tail=b"".join(self.rendered),
+                            own_text=self.own_text, error=self.error, limit=self.limit,
+                            cut_short=self.ended is None, structured=True,
+                            usage={name: self.usage.get(name) for name in USAGE_FIELDS},
+                            notice=self.notice)
+
+
+def describe_usage(usage: Mapping[str, Any], tool_calls: Optional[int] = None) -> List[str]:
+    """Usage in words, only the parts that are known: `4 turns`, `78.8k tokens`, `$0.39`."""
+    parts = []
+    if usage.get("turns"):
+        parts.append(plural(int(usage["turns"]), "turn"))
+    if tool_calls:
+        parts.append(plural(tool_calls, "tool call"))
+    tokens = total_tokens(usage)
+    if tokens is not None:
+        parts.append("%s tokens" % format_count(tokens))
+    if usage.get("cost_usd") is not None:
+        parts.append(format_cost(usage["cost_usd"]))
+    if usage.get("model"):
+        parts.append(str(usage["model"]))
+    return parts
+
+
+def total_tokens(usage: Mapping[str, Any]) -> Optional[int]:
+    """Input, output and cache tokens together; None when the agent reported none."""
+    known = [usage.get(name) for name in ("input_tokens", "output_tokens", "cache_read_tokens",
+                                          "cache_write_tokens") if usage.get(name) is not None]
+    return int(sum(known)) if known else None
+
+
+def format_count(count: float) -> str:
+    """940, 24.1k, 3.2M."""
+    if count < 1000:
+        return "%d" % count
+    if count < 1000000:
+        return "%.1fk" % (count / 1000)
+    return "%.1fM" % (count / 1000000)
+
+
+def format_cost(usd: float) -> str:
+    """$0.31, $12.40; below a cent with its significant digits."""
+    return "$%.2f" % usd if usd >= 0.01 or usd == 0 else "$%.4f" % usd
+
+
+# ----------------------------------------------------------------------
+# 14. Usage limits and provider errors
+# ----------------------------------------------------------------------
+# An iteration that ended on a provider's usage or rate limit is `limited`: waited out
+# and run again, never a failure (SPEC 13); one that cannot authenticate stops the run.
+# Structured events say so directly; for text, the CLIs' own messages are read, but only
+# when the iteration failed and only in the last 2 KB, so that a limit message a tool
+# printed earlier (the agent reading a file that quotes one) never counts.
+
+# Seconds added to a known reset time (the CLIs print it cut to the minute).
+LIMIT_MARGIN_SECONDS = 30
+# Waits when the reset time is unknown: 1, 2, 4 ... minutes, doubling per consecutive
+# limited attempt, capped here.
+LIMIT_BACKOFF_START = 60
+LIMIT_BACKOFF_CAP = 1800
+# A printed time of day this far in the past is the same minute today, not tomorrow.
+RESET_PAST_TOLERANCE = 300
+
+# The CLIs' limit messages (Claude Code, Codex, Gemini, OpenAI-compatible APIs): (regex, kind).
+_LIMIT_MESSAGES = (
+    (r"You(?:'|’)ve hit your ((?:[\w']+ )*?limit)\b", None),       # Claude Code, Codex
+    (r"You(?:'|’)re out of (usage credits)", None),
+    (r"Your org is out of (usage)", None),
+    (r"API Error: Request rejected \(429\)", "rate limit"),
+    (r"Server is temporarily limiting requests", "rate limit"),
+    (r"exhausted your (daily quota)", None),                        # Gemini
+    (r"\b(Quota exceeded)\b", None),                                # Codex insufficient_quota
+    (r"exceeded your current (quota)", None),
+    (r"exceeded retry limit, last status: 429", "rate limit"),
+    (r"\b(rate limit) (?:exceeded|reached)", None),
+    (r"\b429\b[^\n]{0,40}\b(?:Too Many Requests|RESOURCE_EXHAUSTED|rate.?limit)", "rate limit"),
+)
+# Authentication failures: no later iteration can succeed either.
+_AUTH_MESSAGES = (
+    r"\b401\b", r"Invalid API key", r"Incorrect API key", r"API key not valid", r"API_KEY_INVALID",
+    r"invalid x-api-key", r"authentication_failed", r"Authentication failed", r"\bUnauthorized\b",
+    r"Please run /login", r"Not logged in", r"OAuth token has expired",
+)
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
+def limit_in_text(text: str) -> Optional[str]:
+    """The kind of a usage or rate limit a CLI's message announces, or None."""
+    import re
+
+    for pattern, kind in _LIMIT_MESSAGES:
+        match = re.search(pattern, text, re.IGNORECASE)
+        if match:
+            return kind or match.group(1).lower()
+    return None
+
+
+def auth_failure_in_text(text: str) -> bool:
+    import re
+
+    return any(re.search(pattern, text, re.IGNORECASE) for pattern in _AUTH_MESSAGES)
+
+
+def classify_provider_error(message: str, status: Optional[int], category: Optional[str]
+                            ) -> Optional[str]:
+    """"auth", "limit" or None for an error the CLI reported (message, HTTP status, its
+    own word for it: authentication_failed, rate_limit, ...)."""
+    word = (category or "").lower()
+    if status == 401 or word in ("authentication_failed", "authentication") or \
+            auth_failure_in_text(message):
+        return "auth"
+    if status == 429 or word in ("rate_limit", "rate_limit_error") or limit_in_text(message):
+        return "limit"
+    return None
+
+
+def _time_zone(name: Optional[str]) -> Any:
+    """The zone a CLI named for its reset time; None for local time (also where this
+    Python has no zoneinfo, 3.8, or does not know the name)."""
+    import datetime
+
+    if not name:
+        return None
+    if name.strip().upper() in ("UTC", "GMT", "Z"):
+        return datetime.timezone.utc
+    try:
+        import zoneinfo  # type: ignore[import-not-found]
+
+        return zoneinfo.ZoneInfo(name.strip())
+    except Exception:  # ImportError on 3.8, an unknown or malformed name
+        return None
+
+
+def parse_reset_time(message: str, now: float) -> Optional[float]:
+    """When a limit resets, as an epoch, from the CLI's words: `resets 9:03pm (UTC)`,
+    `resets Nov 26, 7:04pm (America/New_York)`, `try again at 7:32 PM` (local time).
+    A bare time of day is its next occurrence; one up to 5 minutes past is this minute."""
+    import datetime
+    import re
+
+    relative = re.search(r"try again in (\d+(?:\.\d+)?)\s*(s|sec|seconds?|m|min|minutes?|h|hours?)\b",
+                         message, re.IGNORECASE)
+    if relative:
+        unit = relative.group(2).lower()[0]
+        return now + float(relative.group(1)) * {"s": 1, "m": 60, "h": 3600}[unit]
+    match = re.search(
+        r"(?:resets(?: at)?|try again (?:at|after))\s+(?:(?P<month>[A-Za-z]{3})[a-z]*\.?\s+"
+        r"(?P<day>\d{1,2}),?\s+(?:at\s+)?)?(?P<hour>\d{1,2})(?::(?P<minute>\d\d))?\s*"
+        r"(?P<half>[ap]\.?m\.?)?(?:\s*\((?P<zone>[^)]+)\))?", message, re.IGNORECASE)
+    if not match or (match.group("minute") is None and match.group("half") is None):
+        return None
+    hour, minute = int(match.group("hour")), int(match.group("minute") or 0)
+    half = (match.group("half") or "").lower().replace(".", "")
+    if half:
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if half == "pm" else 0)
+    if hour > 23 or minute > 59:
+        return None
+    zone = _time_zone(match.group("zone"))
+    current = datetime.datetime.fromtimestamp(now, zone)
+    try:
+        if match.group("month"):
+            month_name = match.group("month").lower()
+            if month_name not in _MONTHS:
+                return None
+            moment = current.replace(month=_MONTHS.index(month_name) + 1, day=int(match.group("day")),
+                                     hour=hour, minute=minute, second=0, microsecond=0)
+            if moment.timestamp() < now - 180 * 86400:  # "Jan 2" seen in late December
+                moment = moment.replace(year=moment.year + 1)
+        else:
+            moment = current.replace(hour=hour, minute=minute, second=0, microsecond=0)
+            if moment.timestamp() < now - RESET_PAST_TOLERANCE:
+                moment += datetime.timedelta(days=1)
+    except ValueError:  # Feb 30
+        return None
+    return moment.timestamp()
+
+
+def limit_wait_seconds(resets_at: Optional[float], attempt: int, now: float) -> float:
+    """How long to wait at a limit: until the reset plus a margin when it is known, else
+    1, 2, 4 ... minutes (attempt 1, 2, 3 ...), capped at 30."""
+    if resets_at is not None:
+        return max(resets_at - now, 0.0) + LIMIT_MARGIN_SECONDS
+    return float(min(LIMIT_BACKOFF_START * 2 ** min(attempt - 1, 16), LIMIT_BACKOFF_CAP))
+
+
+class ProviderTrouble(Record):
+    """An iteration that ended at a limit or on failed authentication (SPEC 13)."""
+
+    kind: str                       # "limit" | "auth"
+    limit: Optional[str]            # the limit's kind: five_hour, session limit, rate limit
+    message: str                    # the CLI's own words
+    resets_at: Optional[float]      # epoch, when known
+
+    __slots__ = ("kind", "limit", "message", "resets_at")
+
+
+def find_provider_trouble(report: StreamReport, exit_code: int, failed: bool, now: float,
+                          preset: Optional[str]) -> Optional[ProviderTrouble]:
+    """A limit or an authentication failure in one iteration's output, or None: from
+    structured events first, then -- only when the iteration failed -- the last 2 KB
+    of the CLI's own text."""
+    message = None
+    if report.error is not None:
+        message, status, category = report.error
+        verdict = classify_provider_error(message, status, category)
+        if verdict == "auth":
+            return ProviderTrouble(kind="auth", limit=None, message=message, resets_at=None)
+        if verdict == "limit" or report.limit is not None:
+            kind = report.limit[0] if report.limit else (limit_in_text(message) or "rate limit")
+            resets = report.limit[2] if report.limit and report.limit[2] else \
+                parse_reset_time(message, now)
+            return ProviderTrouble(kind="limit", limit=kind, message=message, resets_at=resets)
+    if report.limit is not None:
+        kind, text, resets = report.limit
+        return ProviderTrouble(kind="limit", limit=kind, message=text or message or kind,
+                               resets_at=resets)
+    if not failed:
+        return None
+    if preset == "gemini" and exit_code == 41:  # Gemini CLI's "no usable auth" exit
+        text = telling_line(report.own_text.decode("utf-8", "replace")) or "exit 41"
+        return ProviderTrouble(kind="auth", limit=None, message=text, resets_at=None)
+    text = report.own_text.decode("utf-8", "replace")
+    kind = limit_in_text(text)
+    if kind is not None:
+        return ProviderTrouble(kind="limit", limit=kind, message=_limit_line(text), resets_at=
+                               parse_reset_time(text, now))
+    if auth_failure_in_text(text):
+        return ProviderTrouble(kind="auth", limit=None, message=telling_line(text), resets_at=None)
+    return None
+
+
+def _limit_line(text: str) -> str:
+    """The line of a text that announces the limit (else its telling line)."""
+    for line in reversed(text.splitlines()):
+        if limit_in_text(line):
+            return line.strip()[:200]
+    return telling_line(text)
+
+
+# ----------------------------------------------------------------------
+# 15. Gates
 # ----------------------------------------------------------------------
 # The opt-in gates of the Ralph variants (SPEC 6): verify (a quality gate after each
 # iteration), done_when (a queue check before each), requires (paths), stuck
@@ -2731,12 +3771,13 @@ class GateResult(Record):
 
 def run_gate(gate: str, command: str, *, cwd: str, guard: Optional[SignalGuard], timeout: float,
              kill_grace: float, on_output: Optional[Callable[[bytes], None]] = None,
-             on_stderr: Optional[Callable[[bytes], None]] = None) -> GateResult:
+             on_stderr: Optional[Callable[[bytes], None]] = None,
+             ticker: Optional[Ticker] = None) -> GateResult:
     """Run a gate command with `sh -c` in the working directory, stdin empty."""
     result = run_agent(["sh", "-c", command], "", env=None, cwd=cwd, guard=guard,
                        on_stdout=on_output, on_stderr=on_stderr or on_output,
                        iteration_timeout=timeout, kill_grace=kill_grace,
-                       tail_bytes=FEEDBACK_TAIL_BYTES * 4)
+                       tail_bytes=FEEDBACK_TAIL_BYTES * 4, ticker=ticker)
     return GateResult(gate=gate, command=command, exit_code=result.exit_code,
                       signal=result.signal, seconds=result.seconds, output=result.tail,
                       timed_out=result.timed_out is not None, interrupted=result.interrupted)
@@ -2768,24 +3809,8 @@ def error_excerpt(output: bytes, lines: int = 5) -> List[str]:
     return [line.rstrip()[:200] for line in text.splitlines() if line.strip()][-lines:]
 
 
-def telling_line(text: str) -> str:
-    """The line that says what went wrong: the last non-blank one that is not a `hint:`
-    (git ends its reports with hints, which hid the reason); when that is a generic
-    `fatal:`, the `error:` line before it says more and leads. At most 200 characters."""
-    lines = [line.strip() for line in text.splitlines()
-             if line.strip() and not line.strip().startswith("hint:")]
-    if not lines:
-        return ""
-    last = lines[-1]
-    if last.startswith("fatal:"):
-        errors = [line for line in lines[:-1] if line.startswith("error:")]
-        if errors:
-            last = "%s; %s" % (errors[-1], last)
-    return last[:200]
-
-
 # ----------------------------------------------------------------------
-# 13. Git
+# 16. Git
 # ----------------------------------------------------------------------
 # The git gates (commit, push, stuck.no_change) and HEAD for the logs. Every git command
 # runs like a gate -- its own process group, the run's signal guard, gate_timeout -- so
@@ -3038,12 +4063,14 @@ def commit_and_push(run_git: "Callable[..., GitResult]", repo: GitRepository, ga
 
 
 # ----------------------------------------------------------------------
-# 14. Session logs
+# 17. Session logs
 # ----------------------------------------------------------------------
 # Two files per run (SPEC 8): `.log` for people (seed 002's shape) and `.jsonl` for
-# programs, both opened with O_APPEND and written with one os.write per piece, so
-# each event is on disk as it happens and a run killed with SIGKILL leaves a .jsonl
-# whose every line parses.
+# programs -- and, with a structured format, `-agent.jsonl`, the agent's raw lines. All
+# are opened with O_APPEND and written with one os.write per piece, so each event is on
+# disk as it happens; a .jsonl line is written whole or not at all, so a run killed with
+# SIGKILL, or one that filled the disk, leaves a .jsonl whose every line parses. A failed
+# write is one warning; then logging stops and the loop goes on (SPEC 8 rev 2).
 
 RULE = "=" * 80
 THIN_RULE = "-" * 80
@@ -3061,9 +4088,9 @@ def local_time(moment: Optional[float] = None) -> str:
 
 
 class SessionLog:
-    """The .log and .jsonl of one run; every method writes at once."""
+    """The session files of one run; every method writes at once."""
 
-    def __init__(self, directory: str, shown_directory: str) -> None:
+    def __init__(self, directory: str, shown_directory: str, agent_stream: bool = False) -> None:
         try:
             os.makedirs(directory, exist_ok=True)
         except OSError as exc:
@@ -3071,84 +4098,251 @@ class SessionLog:
                              " --log-dir, or run with --no-log" % (shown_directory, exc.strerror)) from None
         stamp = time.strftime("session-%Y%m%d-%H%M%S")
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        self.warn: Optional[Callable[[str], None]] = None  # set by the loop: one warning
+        self.problem: Optional[str] = None                 # why logging stopped
+        self.jsonl_size = 0
+        self.agent_fd: Optional[int] = None
         for attempt in range(1, 1000):
             base = stamp if attempt == 1 else "%s-%d" % (stamp, attempt)
-            path = os.path.join(directory, base + ".log")
+            names = [base + suffix for suffix in (".log", ".jsonl", "-agent.jsonl")[:3 if agent_stream else 2]]
+            opened: List[int] = []
             try:
-                self.log_fd = os.open(path, flags, 0o600)
+                for name in names:
+                    opened.append(os.open(os.path.join(directory, name), flags, 0o600))
             except FileExistsError:
+                for fd, name in zip(opened, names):
+                    os.close(fd)
+                    os.unlink(os.path.join(directory, name))
                 continue
             except OSError as exc:
                 raise RoodaError("cannot write session logs in %s: %s; choose another directory"
                                  " with --log-dir, or run with --no-log"
                                  % (shown_directory, exc.strerror)) from None
-            try:
-                self.jsonl_fd = os.open(os.path.join(directory, base + ".jsonl"), flags, 0o600)
-            except FileExistsError:
-                os.close(self.log_fd)
-                os.unlink(path)
-                continue
-            self.path = path
-            self.shown = os.path.join(shown_directory, base + ".log")
+            self.log_fd, self.jsonl_fd = opened[0], opened[1]
+            self.agent_fd = opened[2] if agent_stream else None
+            self.path = os.path.join(directory, names[0])
+            self.shown = os.path.join(shown_directory, names[0])
             return
         raise RoodaError("cannot find a free session log name in %s" % shown_directory)
 
-    def write(self, data: bytes) -> None:
+    def _failed(self, exc: OSError) -> None:
+        self.problem = exc.strerror or str(exc)
+        if self.warn is not None:
+            self.warn("cannot write the session log (%s); logging stops here, the loop goes on"
+                      % self.problem)
+
+    def _write_all(self, fd: Optional[int], data: bytes) -> None:
+        if self.problem is not None or fd is None:
+            return
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(self.log_fd, view):]
-        except OSError:
-            pass  # a full disk must not stop the loop; the agent's work matters more
+                view = view[os.write(fd, view):]
+        except OSError as exc:
+            self._failed(exc)
+
+    def write(self, data: bytes) -> None:
+        """Output for the .log (the agent's as it comes, rendered for people)."""
+        self._write_all(self.log_fd, data)
+
+    def write_agent_stream(self, data: bytes) -> None:
+        """The agent's raw structured lines, as they came."""
+        self._write_all(self.agent_fd, data)
 
     def text(self, text: str) -> None:
         self.write(text.encode("utf-8", "replace"))
 
     def event(self, name: str, **fields: object) -> None:
+        """One .jsonl line, whole or not at all: a short write (a full disk) is cut back."""
         import json
 
+        if self.problem is not None:
+            return
         record: Dict[str, object] = {"event": name, "time": iso_time()}
         record.update(fields)
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8", "replace")
         try:
-            os.write(self.jsonl_fd, line.encode("utf-8", "replace"))
-        except OSError:
-            pass
+            written = os.write(self.jsonl_fd, line)
+            if written != len(line):
+                os.ftruncate(self.jsonl_fd, self.jsonl_size)
+                raise OSError(28, "No space left on device (a line was cut short)")
+            self.jsonl_size += written
+        except OSError as exc:
+            self._failed(exc)
 
     def close(self) -> None:
-        for fd in (self.log_fd, self.jsonl_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        for fd in (self.log_fd, self.jsonl_fd, self.agent_fd):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def where(self) -> str:
+        """The closing `Log:` line's words: the path, and what went wrong with it."""
+        if self.problem is not None:
+            return "%s (incomplete: %s)" % (self.shown, self.problem)
+        if not os.path.exists(self.path):
+            return "%s (removed during the run)" % self.shown
+        return self.shown
 
 
 # ----------------------------------------------------------------------
-# 15. Progress lines
+# 18. Progress lines
 # ----------------------------------------------------------------------
+# What a run says on the terminal (SPEC 5, 14): `[HH:MM:SS]` progress lines, indented
+# reason lines, a status line on a terminal (redrawn once a second, erased before any
+# other line) or heartbeat lines off one. During a run everything rooda writes goes
+# through an Outlet: a writer thread per stream, so a reader that stops reading (a pager,
+# Ctrl+S, a full pipe) never blocks the loop -- timeouts and signals keep working while
+# output waits in a bounded buffer, then is dropped with one warning (the log keeps it).
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
 
+# Bytes of output held for a reader that is not reading, before output is dropped.
+OUTLET_BUFFER_BYTES = 8 << 20
+# At the end of a run, how long a stalled reader is waited for before it is given up.
+OUTLET_STALL_SECONDS = 2.0
+# Seconds between redraws of the status line.
+STATUS_LINE_SECONDS = 1.0
+# A gate that runs longer than this is announced when it ends, passed or not.
+LONG_GATE_SECONDS = 10.0
+# Terminal control: back to the start of the line and erase it.
+ERASE_LINE = "\r\033[K"
+
+
+class Outlet:
+    """One of rooda's own output streams during a run, written by a thread of its own."""
+
+    def __init__(self, stream: TextIO, name: str) -> None:
+        import collections
+        import threading
+
+        self.stream, self.name = stream, name
+        try:
+            stream.flush()
+            self.fd: Optional[int] = stream.fileno()
+            self.tty = os.isatty(self.fd)
+        except (AttributeError, OSError, ValueError):
+            self.fd, self.tty = None, False  # e.g. an in-memory stream: written directly
+        self.chunks: "collections.deque[bytes]" = collections.deque()
+        self.size = 0                       # bytes queued or being written
+        self.lock = threading.Condition()
+        self.thread: Optional[threading.Thread] = None
+        self.closing = False
+        self.broken = False                 # the reader went away for good (EPIPE)
+        self.dropped = 0                    # bytes dropped since the reader last read
+        self.on_trouble: Optional[Callable[[str], None]] = None
+
+    def write(self, data: bytes) -> None:
+        if self.fd is None:
+            try:
+                buffer = getattr(self.stream, "buffer", None)
+                if buffer is not None:
+                    buffer.write(data)
+                else:
+                    self.stream.write(data.decode("utf-8", "replace"))
+                self.stream.flush()
+            except (OSError, ValueError):
+                pass
+            return
+        trouble = None
+        with self.lock:
+            if self.broken:
+                return
+            if self.size + len(data) > OUTLET_BUFFER_BYTES:
+                if not self.dropped:
+                    trouble = ("%s is not being read; output is dropped from it until it is"
+                               " (the session log keeps everything)" % self.name)
+                self.dropped += len(data)
+            else:
+                self.chunks.append(data)
+                self.size += len(data)
+                if self.thread is None:
+                    import threading
+
+                    self.thread = threading.Thread(target=self._drain, daemon=True)
+                    self.thread.start()
+                self.lock.notify()
+        if trouble and self.on_trouble is not None:
+            self.on_trouble(trouble)
+
+    def _drain(self) -> None:
+        assert self.fd is not None
+        while True:
+            with self.lock:
+                while not self.chunks and not self.closing:
+                    self.lock.wait()
+                if not self.chunks:
+                    return
+                chunk = self.chunks.popleft()
+            error = None
+            try:
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(self.fd, view):]
+            except OSError as exc:
+                error = exc
+            with self.lock:
+                self.size -= len(chunk)
+                if error is not None:
+                    self.broken = True
+                    self.chunks.clear()
+                    self.size = 0
+                elif self.dropped and not self.chunks:
+                    note = "\n[rooda: %s of output not shown here; the session log has it]\n" % (
+                        format_bytes(self.dropped))
+                    self.dropped = 0
+                    self.chunks.append(note.encode())
+                    self.size += len(note)
+                self.lock.notify_all()
+            if error is not None:
+                if self.on_trouble is not None:
+                    self.on_trouble("%s is closed; agent output is no longer shown (the loop goes on)"
+                                    % self.name)
+                return
+
+    def close(self) -> None:
+        """Write out what is queued, unless the reader has stalled for a while."""
+        with self.lock:
+            self.closing = True
+            self.lock.notify_all()
+            size, since = self.size, time.monotonic()
+            while self.size and not self.broken and self.thread is not None:
+                self.lock.wait(0.05)
+                if self.size != size:
+                    size, since = self.size, time.monotonic()
+                elif time.monotonic() - since > OUTLET_STALL_SECONDS:
+                    break  # nobody reads it: the log has everything
+
 
 class Progress:
-    """The loop's progress lines on stderr, each `[HH:MM:SS] message` in local time.
+    """The loop's progress lines on stderr, each `[HH:MM:SS] message` in local time, and
+    the status line or heartbeats of the activity under way (SPEC 14). Quiet prints only
+    ERROR lines, warnings and the interruption line."""
 
-    Quiet prints only ERROR lines, warnings and the interruption line.
-    """
+    def __init__(self, err: Outlet, verbosity: int = NORMAL, color: bool = False,
+                 heartbeat: float = 0) -> None:
+        self.err, self.verbosity, self.color = err, verbosity, color
+        # The status line: a terminal, neither quiet nor verbose (the agent's own output
+        # would tear it); heartbeat lines: anywhere else, unless quiet.
+        self.live = err.tty and verbosity == NORMAL and os.environ.get("TERM") != "dumb"
+        self.heartbeat = heartbeat if not self.live and verbosity >= NORMAL else 0
+        self.ticker: Optional[Ticker] = None
+        self.status: Optional[Callable[[], str]] = None
+        self.beat: Optional[Callable[[], str]] = None
+        self.drawn = False
 
-    def __init__(self, stream: Optional[TextIO] = None, verbosity: int = NORMAL,
-                 color: bool = False) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self.verbosity = verbosity
-        self.color = color
+    # -- lines ------------------------------------------------------------------------
+
+    def _emit(self, text: str) -> None:
+        if self.drawn:
+            text = ERASE_LINE + text
+            self.drawn = False
+        self.err.write(text.encode("utf-8", "replace"))
 
     def _write(self, message: str) -> None:
-        line = "[%s] %s\n" % (time.strftime("%H:%M:%S"), message)
-        try:
-            self.stream.write(line)
-            self.stream.flush()
-        except (OSError, ValueError):
-            pass  # stderr is gone: nothing left to tell
+        self._emit("[%s] %s\n" % (time.strftime("%H:%M:%S"), message))
 
     def _paint(self, text: str, code: str) -> str:
         return "\033[%sm%s\033[0m" % (code, text) if self.color else text
@@ -3156,6 +4350,11 @@ class Progress:
     def info(self, message: str) -> None:
         if self.verbosity >= NORMAL:
             self._write(message)
+
+    def note(self, text: str) -> None:
+        """An indented line under the previous one, no clock (a failing iteration's reason)."""
+        if self.verbosity >= NORMAL:
+            self._emit(text + "\n")
 
     def always(self, message: str) -> None:
         self._write(message)
@@ -3168,74 +4367,66 @@ class Progress:
 
     def detail(self, text: str) -> None:
         """A continuation line under the previous one (no clock), shown even when quiet."""
-        try:
-            self.stream.write(text + "\n")
-            self.stream.flush()
-        except (OSError, ValueError):
-            pass
+        self._emit(text + "\n")
 
     def outcome(self, outcome: str) -> str:
-        code = {SUCCESS: "32", COMPLETED: "32"}.get(outcome, "31")
+        code = {SUCCESS: "32", COMPLETED: "32", LIMITED: "33"}.get(outcome, "31")
         return self._paint(outcome, code)
 
+    # -- the activity under way -------------------------------------------------------------
 
-class PassThrough:
-    """Writes agent output raw to one of our streams as it arrives.
+    def begin(self, status: Callable[[], str], beat: Callable[[], str]) -> Optional[Ticker]:
+        """An activity starts (the agent, a gate, a wait): its status line is redrawn
+        once a second on a terminal, its heartbeat printed every `heartbeat` seconds off
+        one. Returns the ticker that whoever waits must fire, or None."""
+        self.status, self.beat = status, beat
+        if self.live:
+            self.ticker = Ticker(STATUS_LINE_SECONDS, self._redraw)
+        elif self.heartbeat:
+            self.ticker = Ticker(self.heartbeat, lambda: self.info(beat()))
+        else:
+            self.ticker = None
+        return self.ticker
 
-    A reader that goes away (`| head -1`) stops the pass-through with one warning;
-    the loop goes on and the output is still scanned.
-    """
+    def end(self) -> None:
+        self.ticker = self.status = self.beat = None
+        if self.drawn:
+            self.err.write(ERASE_LINE.encode())
+            self.drawn = False
 
-    def __init__(self, stream: TextIO, progress: Progress, name: str) -> None:
-        self.progress = progress
-        self.name = name
-        self.stream = stream
-        self.closed = False
-        try:
-            stream.flush()
-            self.fd: Optional[int] = stream.fileno()
-        except (AttributeError, OSError, ValueError):
-            self.fd = None  # e.g. a test's in-memory stream
-
-    def __call__(self, chunk: bytes) -> None:
-        if self.closed:
+    def _redraw(self) -> None:
+        if self.status is None:
             return
-        try:
-            if self.fd is not None:
-                view = memoryview(chunk)
-                while view:
-                    try:
-                        written = os.write(self.fd, view)
-                    except BlockingIOError:
-                        import select
+        import shutil
 
-                        select.select([], [self.fd], [])
-                        continue
-                    view = view[written:]
-            else:
-                buffer = getattr(self.stream, "buffer", None)
-                if buffer is not None:
-                    buffer.write(chunk)
-                else:
-                    self.stream.write(chunk.decode("utf-8", "replace"))
-                self.stream.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            self.closed = True
-            self.progress.warn("%s is closed; agent output is no longer shown (the loop goes on)"
-                               % self.name)
+        width = shutil.get_terminal_size((80, 24)).columns
+        text = self.status()
+        if len(text) > width - 1:
+            text = text[:max(width - 2, 0)] + "…"
+        self.err.write((ERASE_LINE + text).encode("utf-8", "replace"))
+        self.drawn = True
+
+
+def format_bytes(count: float) -> str:
+    """812 B, 45.2 KB, 3.1 MB, 1.2 GB."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return ("%d %s" if unit == "B" else "%.1f %s") % (count, unit)
+        count /= 1000.0
+    return "%d B" % count
 
 
 # ----------------------------------------------------------------------
-# 16. The loop
+# 19. The loop
 # ----------------------------------------------------------------------
 
 class RunPlan(Record):
     """Everything a run needs, resolved from the configuration and the command line.
 
     `prompt_file` is set for `prompt <file>` (its text, read afresh each iteration, is the
-    prompt), `prompt_text` for `prompt -` (read once from stdin);
-    `log_dir` is None with --no-log; `repo` is the git repository (for the git gates and
-    the logs' HEAD), None outside one or when nothing needs it.
+    prompt), `prompt_text` for `prompt -` (read once from stdin); `log_dir` is None with
+    --no-log; `repo` is the git repository (for the git gates and the logs' HEAD), None
+    outside one or when nothing needs it.
     """
 
     procedure: str
@@ -3246,6 +4437,7 @@ class RunPlan(Record):
     iteration_timeout: Optional[float]
     idle_timeout: Optional[float]
     max_time: Optional[float]
+    max_cost: Optional[float]
     delay: float
     backoff: float
     kill_grace: float
@@ -3263,12 +4455,15 @@ class RunPlan(Record):
     prompt_file: Optional[str]
     prompt_text: Optional[str]
     repo: Optional[GitRepository]
+    on_limit: str
+    limit_wait: float
+    heartbeat: float
 
     __slots__ = ("procedure", "fragments", "context", "max_iterations", "failure_threshold",
-                 "iteration_timeout", "idle_timeout", "max_time", "delay", "backoff",
+                 "iteration_timeout", "idle_timeout", "max_time", "max_cost", "delay", "backoff",
                  "kill_grace", "feedback", "max_output_buffer", "signals", "agent", "env",
                  "verbosity", "color", "cwd", "sources", "gates", "log_dir", "prompt_file",
-                 "prompt_text", "repo")
+                 "prompt_text", "repo", "on_limit", "limit_wait", "heartbeat")
 
 
 class IterationRecord(Record):
@@ -3308,6 +4503,12 @@ class LoopState:
         self.fingerprint: Optional[str] = None
         self.unchanged = 0                  # consecutive iterations that changed nothing
         self.stuck_excerpt: List[str] = []
+        self.last_reason: Optional[Tuple[str, str]] = None  # ("exit 1", "API Error: ...")
+        self.usage: Dict[str, Any] = {}     # the run's totals of what the agent reported
+        self.limited = 0                    # consecutive iterations that ended at a limit
+        self.limited_since: Optional[float] = None  # when the first of them ended
+        self.waiting_for_limit = False      # a signal now interrupts a limit wait
+        self.limit_stop: Optional[ProviderTrouble] = None
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -3317,16 +4518,33 @@ class LoopState:
             return 128 + (self.interrupted_by or signal.SIGINT)
         return EXIT_CODES[self.status]
 
+    def add_usage(self, usage: Mapping[str, Any]) -> None:
+        """Add one iteration's usage to the run's totals (the model: the latest)."""
+        for name, value in usage.items():
+            if value is None:
+                continue
+            if name == "model":
+                self.usage[name] = value
+            else:
+                self.usage[name] = self.usage.get(name, 0) + value
+
+    def usage_totals(self) -> Optional[Dict[str, Any]]:
+        return {name: self.usage.get(name) for name in USAGE_FIELDS} if self.usage else None
+
 
 def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: Optional[str] = None,
-                     verified: Optional[bool] = None) -> str:
-    """The outcome matrix of SPEC 5: output signals win over the exit code."""
+                     verified: Optional[bool] = None, reported_error: bool = False,
+                     cut_short: bool = False) -> str:
+    """The outcome matrix of SPEC 5: output signals win over the exit code -- but not over
+    an error the CLI itself reports (SPEC 12): that is a failure whatever was said."""
     signals = set(signals)
+    if reported_error:
+        return FAILURE
     if SIGNAL_SUCCESS in signals:
         return REJECTED if verified is False else COMPLETED
     if timed_out:
         return TIMEOUT
-    if exit_code != 0 or SIGNAL_FAILURE in signals or verified is False:
+    if cut_short or exit_code != 0 or SIGNAL_FAILURE in signals or verified is False:
         return FAILURE
     return SUCCESS
 
@@ -3367,39 +4585,87 @@ def _fragment_names(plan: RunPlan) -> List[str]:
             for phase in PHASES for f in plan.fragments[phase]]
 
 
+def _last_line(output: bytes, markers: Sequence[str]) -> str:
+    """An output's last non-blank line that is not a bare promise marker, ≤ 200 chars."""
+    for line in reversed(output.decode("utf-8", "replace").splitlines()):
+        line = line.strip()
+        if line and line not in markers:
+            return line[:200]
+    return ""
+
+
+def usage_suffix(usage: Optional[Mapping[str, Any]]) -> str:
+    """` · 24.1k tokens · $0.31` for a progress line: only the parts the agent reported."""
+    if not usage:
+        return ""
+    parts = []
+    tokens = total_tokens(usage)
+    if tokens is not None:
+        parts.append("%s tokens" % format_count(tokens))
+    if usage.get("cost_usd") is not None:
+        parts.append(format_cost(usage["cost_usd"]))
+    return "".join(" · " + part for part in parts)
+
+
 class _Run:
     """One run of the loop: the plan, its state, and where output goes."""
 
     def __init__(self, plan: RunPlan, progress: Progress, guard: SignalGuard,
-                 log: Optional[SessionLog]) -> None:
+                 log: Optional[SessionLog], out: Optional[Outlet] = None,
+                 err: Optional[Outlet] = None) -> None:
         self.plan, self.progress, self.guard, self.log = plan, progress, guard, log
         if plan.agent is None:
             raise no_agent_error()
         self.agent: AgentCommand = plan.agent
+        self.format = AGENT_FORMAT_DECODERS.get(self.agent.format)
         self.state = LoopState(plan)
         self.stdout_sink = self.stderr_sink = None
         if plan.verbosity >= VERBOSE:
-            self.stdout_sink = PassThrough(sys.stdout, progress, "stdout")
-            self.stderr_sink = PassThrough(sys.stderr, progress, "stderr")
+            self.stdout_sink = out.write if out is not None else None
+            self.stderr_sink = err.write if err is not None else None
         self.log_sink = log.write if log is not None else None
         self.agent_env = _agent_env(plan, self.agent)
         self.during: Optional[int] = None   # the iteration under way (for "interrupted during")
+        self.cost_unknown_said = False
+        self.markers = [m for strings in plan.signals.values() for m in strings]
+
+    # -- gates and git --------------------------------------------------------------------
 
     def gate(self, gate: str, command: str) -> GateResult:
-        """Run a gate, showing its output in verbose mode and logging it."""
+        """Run a gate, showing its output in verbose mode and logging it; announced when
+        it takes long or fails (SPEC 5 rev 2)."""
         plan = self.plan
         if self.log is not None:
             self.log.text("--- %s: %s ---\n" % (gate, command))
-        result = run_gate(gate, command, cwd=plan.cwd, guard=self.guard,
-                          timeout=plan.gates.timeout, kill_grace=plan.kill_grace,
-                          on_output=_tee(self.stdout_sink, self.log_sink),
-                          on_stderr=_tee(self.stderr_sink, self.log_sink))
+        started = time.monotonic()
+        ticker = self.progress.begin(
+            lambda: "%s: %s · %s" % (gate, _one_line(command, 60),
+                                     format_duration(time.monotonic() - started)),
+            lambda: "%s: %s still running (%s)" % (gate, _one_line(command, 60),
+                                                 format_duration(time.monotonic() - started)))
+        try:
+            result = run_gate(gate, command, cwd=plan.cwd, guard=self.guard,
+                              timeout=plan.gates.timeout, kill_grace=plan.kill_grace,
+                              on_output=_tee(self.stdout_sink, self.log_sink),
+                              on_stderr=_tee(self.stderr_sink, self.log_sink), ticker=ticker)
+        finally:
+            self.progress.end()
         self.record_gate(gate, command, result.exit_code, result.seconds)
         if result.interrupted is not None:
             raise Interrupted(result.interrupted)
         if result.timed_out:
             self.progress.warn("%s: `%s` did not finish within %s and was stopped"
                                % (gate, command, format_budget(plan.gates.timeout)))
+        elif gate == GATE_VERIFY and result.exit_code != 0:
+            self.progress.info("%s: %s failed (exit %d) in %s%s" % (
+                gate, _one_line(command, 80), result.exit_code, format_duration(result.seconds),
+                ": " + _last_line(result.output, ()) if _last_line(result.output, ()) else ""))
+        elif result.seconds >= LONG_GATE_SECONDS:
+            verdict = "passed" if result.exit_code == 0 or gate != GATE_VERIFY else "failed"
+            if gate == GATE_DONE_WHEN:
+                verdict = "says done" if result.exit_code == 0 else "says not yet (exit %d)" % result.exit_code
+            self.progress.info("%s: %s %s in %s" % (gate, _one_line(command, 80), verdict,
+                                                   format_duration(result.seconds)))
         return result
 
     def run_git(self, args: List[str], env: Optional[Dict[str, str]] = None,
@@ -3432,6 +4698,20 @@ class _Run:
             self.log.event("gate", gate=gate, command=command, exit_code=exit_code,
                            seconds=round(seconds, 3))
 
+    def wait(self, seconds: float, status: Callable[[float], str], beat: Callable[[float], str]) -> None:
+        """Wait (a delay, a usage limit): a countdown on the terminal, heartbeats off it,
+        cut short by a signal."""
+        deadline = time.monotonic() + seconds
+        ticker = self.progress.begin(lambda: status(deadline - time.monotonic()),
+                                     lambda: beat(deadline - time.monotonic()))
+        try:
+            self.guard.wait(seconds, ticker)
+        finally:
+            self.progress.end()
+        self.checkpoint()
+
+    # -- stops --------------------------------------------------------------------------
+
     def stop(self, status: str, reason: str) -> None:
         self.state.status, self.state.reason = status, reason
 
@@ -3454,6 +4734,9 @@ class _Run:
         if plan.max_time is not None and state.elapsed() >= plan.max_time:
             self.stop(STATUS_COMPLETED, "time budget")
             return False
+        if plan.max_cost is not None and state.usage.get("cost_usd", 0) >= plan.max_cost:
+            self.stop(STATUS_COMPLETED, "cost budget")
+            return False
         if gates.done_when:
             result = self.gate(GATE_DONE_WHEN, gates.done_when)
             if result.exit_code == 0:
@@ -3475,11 +4758,29 @@ class _Run:
                 plan.procedure, ", ".join(missing), "is" if len(missing) == 1 else "are",
                 "; " + gates.requires_hint if gates.requires_hint else ""))
             return False
-        if state.iteration and plan.delay:
+        if state.iteration and plan.delay and not state.limited:
             pause = backoff_delay(plan.delay, plan.backoff, state.consecutive_failures)
-            self.guard.wait(pause)
-            self.checkpoint()
+            following = state.iteration + 1
+            if pause >= 1:
+                self.progress.info("Waiting %s before iteration %d" % (format_budget(round(pause, 1)),
+                                                                   following))
+            self.wait(pause, lambda left: "waiting before iteration %d · %s left" % (
+                following, format_duration(max(left, 0))),
+                lambda left: "Still waiting before iteration %d (%s left)" % (
+                    following, format_duration(max(left, 0))))
         return True
+
+    # -- one iteration ------------------------------------------------------------------
+
+    def reader(self, prompt: str) -> Any:
+        """How this iteration's output is read: as text, or as events of the format."""
+        if self.format is None:
+            return TextReader(self.stdout_sink, self.stderr_sink, self.log_sink)
+        scanner = SignalScanner({SIGNAL_SUCCESS: self.plan.signals["success"],
+                                 SIGNAL_FAILURE: self.plan.signals["failure"]}, prompt)
+        return EventReader(self.format, scanner, self.stdout_sink, self.stderr_sink, self.log_sink,
+                           self.log.write_agent_stream if self.log is not None else None,
+                           self.plan.cwd, self.plan.max_output_buffer, self.progress.warn)
 
     def iteration(self) -> bool:
         """Run one iteration and its gates; False when the loop must stop."""
@@ -3510,37 +4811,55 @@ class _Run:
                       prompt_bytes=len(prompt_bytes), fragments=_fragment_names(plan))
         scanner = SignalScanner({SIGNAL_SUCCESS: plan.signals["success"],
                                  SIGNAL_FAILURE: plan.signals["failure"]}, prompt)
+        reader = self.reader(prompt)
         env = dict(self.agent_env)
         env["ROODA_ITERATION"] = str(number)
-        result = run_agent(self.agent.argv, prompt, env=env, cwd=plan.cwd,
-                           scanner=scanner, on_stdout=_tee(self.stdout_sink, self.log_sink),
-                           on_stderr=_tee(self.stderr_sink, self.log_sink), guard=self.guard,
-                           iteration_timeout=plan.iteration_timeout,
-                           idle_timeout=plan.idle_timeout, kill_grace=plan.kill_grace,
-                           tail_bytes=plan.max_output_buffer)
+        ticker = progress.begin(lambda: self.agent_status(label, started, reader),
+                                lambda: self.agent_heartbeat(label, started, reader))
+        try:
+            result = run_agent(self.agent.argv, prompt, env=env, cwd=plan.cwd, scanner=scanner,
+                               on_stdout=reader.on_stdout, on_stderr=reader.on_stderr,
+                               guard=self.guard, iteration_timeout=plan.iteration_timeout,
+                               idle_timeout=plan.idle_timeout, kill_grace=plan.kill_grace,
+                               tail_bytes=plan.max_output_buffer, ticker=ticker)
+        finally:
+            progress.end()
+        report = reader.finish(result)
         if result.interrupted is not None:
-            self.finish_log_iteration(number, result, None, "interrupted", head_before, started)
+            self.finish_log_iteration(number, result, report.signals, None, "interrupted", head_before, started,
+                                      report.usage, None)
             raise Interrupted(result.interrupted)
 
-        verified = None
-        feedback, source = result.tail, "the agent's"
-        if gates.verify and not result.timed_out:
+        success_said = SIGNAL_SUCCESS in report.signals
+        agent_failed = not success_said and (result.exit_code != 0 or report.error is not None
+                                             or report.cut_short)
+        trouble = find_provider_trouble(report, result.exit_code, agent_failed, time.time(),
+                                        self.agent.preset)
+        if trouble is not None and trouble.kind == "limit" and not success_said:
+            return self.limited(number, label, result, report, trouble, head_before, started)
+
+        verified, check = None, None
+        feedback, source = report.tail, "the agent's"
+        if gates.verify and not result.timed_out and trouble is None:
             try:
                 check = self.gate(GATE_VERIFY, gates.verify)
             except Interrupted:
-                self.finish_log_iteration(number, result, None, "interrupted", head_before, started)
+                self.finish_log_iteration(number, result, report.signals, None, "interrupted", head_before, started,
+                                          report.usage, None)
                 raise
             verified = check.exit_code == 0
             if not verified:
                 feedback, source = check.output, "the verifier's (`%s`)" % gates.verify
-        outcome = classify_outcome(result.exit_code, result.signals, result.timed_out, verified)
+        outcome = classify_outcome(result.exit_code, report.signals, result.timed_out, verified,
+                                   reported_error=report.error is not None, cut_short=report.cut_short)
         git_problem = None
         if (gates.commit or gates.push) and outcome in (SUCCESS, COMPLETED) and repo is not None:
             try:
                 git_problem = commit_and_push(lambda args, env=None: self.run_git(args, env, True),
                                               repo, gates, plan.procedure, number, plan.log_dir)
             except Interrupted:
-                self.finish_log_iteration(number, result, verified, "interrupted", head_before, started)
+                self.finish_log_iteration(number, result, report.signals, verified, "interrupted", head_before,
+                                          started, report.usage, None)
                 raise
             if git_problem:
                 outcome = FAILURE
@@ -3548,17 +4867,26 @@ class _Run:
         seconds = time.monotonic() - started
 
         state.iteration = number
+        state.limited, state.limited_since = 0, None
         state.durations.append(seconds)
+        if report.usage:
+            state.add_usage(report.usage)
+        reason = None
         if outcome in FAILING_OUTCOMES:
             state.consecutive_failures += 1
             state.failures += 1
             detail = "%s, consecutive: %d/%d" % (progress.outcome(outcome),
                                                  state.consecutive_failures, plan.failure_threshold)
+            reason = self.failure_reason(result, report, verified, check, git_problem)
+            state.last_reason = reason
         else:
             state.consecutive_failures = 0
             state.successes += 1
             detail = progress.outcome(outcome)
-        progress.info("Iteration %s completed in %s (%s)" % (label, format_duration(seconds), detail))
+        progress.info("Iteration %s completed in %s (%s)%s" % (
+            label, format_duration(seconds), detail, usage_suffix(report.usage)))
+        if reason is not None:
+            progress.note("  %s: %s" % reason)
         if result.timed_out == "idle":
             progress.warn("iteration %d: no output for %s; the agent was stopped"
                           % (number, format_budget(plan.idle_timeout or 0)))
@@ -3568,14 +4896,25 @@ class _Run:
         if outcome == REJECTED:
             progress.warn("iteration %d: the agent signalled SUCCESS but verify (`%s`) failed;"
                           " the claim is rejected" % (number, gates.verify))
-        elif verified is False:
-            progress.warn("iteration %d: verify (`%s`) failed" % (number, gates.verify))
         if git_problem:
             progress.warn("iteration %d: %s" % (number, git_problem))
-        self.finish_log_iteration(number, result, verified, outcome, head_before, started)
+        if plan.max_cost is not None and report.usage is not None and \
+                report.usage.get("cost_usd") is None and not self.cost_unknown_said:
+            self.cost_unknown_said = True
+            progress.warn("iteration %d: the agent reported no cost, so max_cost cannot be"
+                          " checked against it" % number)
+        self.finish_log_iteration(number, result, report.signals, verified, outcome, head_before, started,
+                                  report.usage, "%s: %s" % reason if reason else None)
+        if trouble is not None and trouble.kind == "auth":
+            login = PRESET_LOGINS.get(self.agent.preset or "")
+            self.stop(STATUS_ERROR, "the agent cannot authenticate: %s%s" % (
+                _one_line(trouble.message, 300),
+                "; %s needs %s" % (self.agent.preset, login) if login else
+                "; check the agent's credentials (API key or login)"))
+            return False
         state.previous = IterationRecord(iteration=number, outcome=outcome,
                                          exit_code=result.exit_code, seconds=seconds,
-                                         tail=feedback, signals=result.signals, source=source)
+                                         tail=feedback, signals=report.signals, source=source)
         if self.detect_stuck(outcome, feedback, tree_before):
             return False
         if outcome == COMPLETED:
@@ -3583,9 +4922,97 @@ class _Run:
             return False
         return True
 
+    def failure_reason(self, result: AgentResult, report: StreamReport, verified: Optional[bool],
+                       check: Optional[GateResult], git_problem: Optional[str]) -> Tuple[str, str]:
+        """Why an iteration failed, from what failed: the verifier, else git, else the
+        agent -- ("verify exit 2", "<its last line>"), ("git", ...), ("exit 1", ...)."""
+        if verified is False and check is not None:
+            return ("verify exit %d" % check.exit_code,
+                    _last_line(check.output, ()) or "(it printed nothing)")
+        if git_problem:
+            return "git", git_problem[:200]
+        if result.timed_out == "idle":
+            return "timeout", "no output for %s" % format_budget(self.plan.idle_timeout or 0)
+        if result.timed_out:
+            return "timeout", "time limit of %s reached" % format_budget(self.plan.iteration_timeout or 0)
+        head = "exit %d" % result.exit_code if not result.signal else \
+            "killed by %s" % result.signal
+        if report.error is not None:
+            return head, _one_line(report.error[0], 200)
+        if report.cut_short:
+            return head, "the agent ended without its closing result event (interrupted, or it" \
+                         " crashed)"
+        if SIGNAL_FAILURE in report.signals:
+            return head, "the agent signalled FAILURE" + (
+                ": " + _last_line(report.tail, self.markers) if _last_line(report.tail, self.markers)
+                else "")
+        return head, _last_line(report.tail, self.markers) or "(it printed nothing)"
+
+    def limited(self, number: int, label: str, result: AgentResult, report: StreamReport,
+                trouble: ProviderTrouble, head_before: Optional[str], started: float) -> bool:
+        """An iteration that ended at a provider limit (SPEC 13): not a failure, not a use
+        of the cap. Wait it out and run the iteration again -- or stop with exit 4."""
+        plan, state, progress = self.plan, self.state, self.progress
+        seconds = time.monotonic() - started
+        if report.usage:
+            state.add_usage(report.usage)
+        state.limited += 1
+        if state.limited_since is None:
+            state.limited_since = time.monotonic()
+        now = time.time()
+        wait = limit_wait_seconds(trouble.resets_at, state.limited, now)
+        progress.info("Iteration %s completed in %s (%s)%s" % (
+            label, format_duration(seconds), progress.outcome(LIMITED), usage_suffix(report.usage)))
+        self.finish_log_iteration(number, result, report.signals, None, LIMITED, head_before, started, report.usage,
+                                  "%s limit: %s" % (trouble.limit, _one_line(trouble.message, 200)))
+        beyond = None
+        if plan.on_limit == "stop":
+            beyond = "on_limit is stop"
+        elif time.monotonic() - state.limited_since + wait > plan.limit_wait:
+            beyond = "beyond limit_wait (%s)" % format_budget(plan.limit_wait)
+        elif plan.max_time is not None and state.elapsed() + wait > plan.max_time:
+            beyond = "beyond the time budget (%s)" % format_budget(plan.max_time)
+        if self.log is not None:
+            self.log.event("limit", kind=trouble.limit, message=trouble.message,
+                           resets_at=iso_time(trouble.resets_at) if trouble.resets_at else None,
+                           wait_seconds=round(wait, 1))
+        if beyond is not None:
+            state.limit_stop = trouble
+            self.stop(STATUS_LIMITED, "%s (%s)" % (_limit_words(trouble, now), beyond))
+            return False
+        until = time.localtime(now + wait)
+        when = time.strftime("%H:%M" if wait < 20 * 3600 else "%b %d %H:%M", until)
+        progress.info("Usage limit reached (%s): %s; waiting until %s (%s). Ctrl+C stops." % (
+            trouble.limit, _one_line(trouble.message, 200), when,
+            format_duration(wait) if trouble.resets_at else
+            "%s, the provider did not say when it resets" % format_budget(round(wait))))
+        state.waiting_for_limit = True
+        self.wait(wait, lambda left: "usage limit (%s) · %s left" % (trouble.limit, format_duration(max(left, 0))),
+                  lambda left: "Still waiting for the usage limit (%s): %s left" % (
+                      trouble.limit, format_duration(max(left, 0))))
+        state.waiting_for_limit = False
+        return True
+
+    def agent_status(self, label: str, started: float, reader: Any) -> str:
+        """The status line while the agent works."""
+        elapsed = format_duration(time.monotonic() - started)
+        if reader.structured and reader.events:
+            text = "iteration %s · %s · %s" % (label, elapsed, plural(reader.tool_calls, "tool call"))
+            return text + (" · → " + reader.last_tool if reader.last_tool else "")
+        return "iteration %s · %s · %s output" % (label, elapsed, format_bytes(reader.output_bytes))
+
+    def agent_heartbeat(self, label: str, started: float, reader: Any) -> str:
+        elapsed = format_duration(time.monotonic() - started)
+        if reader.structured and reader.events:
+            return "Iteration %s still running (%s, %s%s)" % (
+                label, elapsed, plural(reader.tool_calls, "tool call"),
+                ", last: → " + reader.last_tool if reader.last_tool else "")
+        return "Iteration %s still running (%s, %s output)" % (label, elapsed,
+                                                                format_bytes(reader.output_bytes))
+
     def detect_stuck(self, outcome: str, feedback: bytes, tree_before: Optional[str]) -> bool:
         """The stuck detectors of SPEC 6, after the outcome; True when one fires."""
-        plan, state, gates = self.plan, self.state, self.plan.gates
+        state, gates = self.state, self.plan.gates
         if gates.same_error:
             # A failure that printed nothing has no error to compare: it resets the count
             # (the failure threshold still sees it), so silent failures abort, not "stick".
@@ -3619,29 +5046,65 @@ class _Run:
             self.progress.warn("stuck.no_change: %s; this iteration is not counted" % problem)
         return value
 
-    def finish_log_iteration(self, number: int, result: AgentResult, verified: Optional[bool],
-                             outcome: str, head_before: Optional[str], started: float) -> None:
+    def finish_log_iteration(self, number: int, result: AgentResult, signals: Iterable[str],
+                             verified: Optional[bool], outcome: str, head_before: Optional[str],
+                             started: float, usage: Optional[Mapping[str, Any]],
+                             reason: Optional[str]) -> None:
         log = self.log
         if log is None:
             return
         seconds = time.monotonic() - started
         head_after = read_head(self.plan.repo) if self.plan.repo is not None else None
-        log.text("\n%s\nITERATION %d COMPLETE\nEnd Time: %s\nDuration: %s\nExit Code: %d\n"
-                 "Outcome: %s\n%s\n\n" % (THIN_RULE, number, local_time(), format_duration(seconds),
-                                         result.exit_code, outcome, RULE))
+        known = _usage_log_lines(usage or {})
+        log.text("\n%s\nITERATION %d COMPLETE\nEnd Time: %s\nDuration: %s\n%sExit Code: %d\n"
+                 "Outcome: %s\n%s%s\n\n" % (THIN_RULE, number, local_time(), format_duration(seconds),
+                                            known, result.exit_code, outcome,
+                                            "Reason: %s\n" % reason if reason else "", RULE))
         log.event("iteration_end", iteration=number, seconds=round(seconds, 3),
                   exit_code=result.exit_code, signal=result.signal,
-                  signals=sorted(result.signals), outcome=outcome,
+                  signals=sorted(signals), outcome=outcome,
                   consecutive_failures=self.state.consecutive_failures,
                   verify=None if verified is None else ("pass" if verified else "fail"),
                   head_before=head_before, head_after=head_after,
-                  output_bytes=result.output_bytes)
+                  output_bytes=result.output_bytes, reason=reason,
+                  usage=dict(usage) if usage else None)
+
+
+def _usage_log_lines(usage: Mapping[str, Any]) -> str:
+    """Seed 002's "if available" footer lines: Model, API Requests, Tokens, Cost."""
+    lines = []
+    if usage.get("model"):
+        lines.append("Model: %s" % usage["model"])
+    if usage.get("turns"):
+        lines.append("API Requests: %d" % usage["turns"])
+    tokens = total_tokens(usage)
+    if tokens is not None:
+        lines.append("Tokens: %d (input %d, output %d, cache read %d, cache write %d)" % (
+            tokens, usage.get("input_tokens") or 0, usage.get("output_tokens") or 0,
+            usage.get("cache_read_tokens") or 0, usage.get("cache_write_tokens") or 0))
+    if usage.get("tool_calls"):
+        lines.append("Tool Calls: %d" % usage["tool_calls"])
+    if usage.get("cost_usd") is not None:
+        lines.append("Cost: $%.4f" % usage["cost_usd"])
+    return "".join(line + "\n" for line in lines)
+
+
+def _limit_words(trouble: ProviderTrouble, now: float) -> str:
+    """`usage limit (five_hour): <message>; it resets at 21:03 (in 2h14m)` or `...; the
+    provider did not say when it resets`."""
+    text = "usage limit (%s): %s" % (trouble.limit, _one_line(trouble.message, 200))
+    if trouble.resets_at is None:
+        return text + "; the provider did not say when it resets"
+    moment = time.localtime(trouble.resets_at)
+    clock = time.strftime("%H:%M" if trouble.resets_at - now < 20 * 3600 else "%b %d %H:%M", moment)
+    return text + "; it resets at %s (in %s)" % (clock, format_duration(max(trouble.resets_at - now, 0)))
 
 
 def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
-             log: Optional[SessionLog] = None) -> LoopState:
+             log: Optional[SessionLog] = None, out: Optional[Outlet] = None,
+             err: Optional[Outlet] = None) -> LoopState:
     """Iterate until a stop condition; the returned state says how it ended."""
-    run = _Run(plan, progress, guard, log)
+    run = _Run(plan, progress, guard, log, out, err)
     state, agent = run.state, run.agent
     cap = plan.max_iterations
     if cap is None:
@@ -3649,12 +5112,16 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
     else:
         progress.info("Starting procedure: %s (max %s)" % (plan.procedure, plural(cap, "iteration")))
     progress.info("Agent: %s (%s)" % (agent.display(), agent.source))
+    if plan.max_cost is not None and (run.format is None or not run.format.reports_cost):
+        progress.warn("max_cost is set, but the agent's output (%s format) reports no cost: the"
+                      " budget cannot be enforced; use --max-time as well" % agent.format)
     if log is not None:
-        log.text("%s\nROODA SESSION\n%s\nVersion: %s\nProcedure: %s\nAgent: %s\nMax Iterations: %s\n"
-                 "Failure Threshold: %d\nWorking Directory: %s\nStart Time: %s\n%s\n\n" % (
-                     RULE, RULE, __version__, plan.procedure, agent.display(),
-                     "unlimited" if cap is None else cap, plan.failure_threshold, plan.cwd,
-                     local_time(state.started_wall), RULE))
+        log.warn = progress.warn
+        log.text("%s\nROODA SESSION\n%s\nVersion: %s\nProcedure: %s\nAgent: %s\nOutput Format: %s\n"
+                 "Max Iterations: %s\nFailure Threshold: %d\nWorking Directory: %s\nStart Time: %s\n%s\n\n"
+                 % (RULE, RULE, __version__, plan.procedure, agent.display(), agent.format,
+                    "unlimited" if cap is None else cap, plan.failure_threshold, plan.cwd,
+                    local_time(state.started_wall), RULE))
         log.event("session_start", version=__version__, procedure=plan.procedure,
                   agent=list(agent.argv), max_iterations=cap,
                   failure_threshold=plan.failure_threshold, cwd=plan.cwd, pid=os.getpid(),
@@ -3670,31 +5137,43 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
     if log is not None:
         summary = _closing_line(state, plan)
         log.text("%s\nSESSION SUMMARY\n%s\nTotal Iterations: %d\nSuccessful: %d\nFailed: %d\n"
-                 "Total Duration: %s\nExit Reason: %s\nExit Code: %d\n%s\n" % (
+                 "Total Duration: %s\n%sExit Reason: %s\nExit Code: %d\n%s\n" % (
                      RULE, RULE, state.iteration, state.successes, state.failures,
-                     format_duration(state.elapsed()), summary, state.exit_code(), RULE))
+                     format_duration(state.elapsed()),
+                     "Total Cost: $%.4f\n" % state.usage["cost_usd"] if "cost_usd" in state.usage else "",
+                     summary, state.exit_code(), RULE))
         log.event("session_end", status=state.status, reason=state.reason,
                   iterations=state.iteration, seconds=round(state.elapsed(), 3),
-                  exit_code=state.exit_code())
-        progress.info("Log: %s" % log.shown)
+                  exit_code=state.exit_code(), usage=state.usage_totals())
+        progress.info("Log: %s" % log.where())
     return state
 
 
 def _closing_line(state: LoopState, plan: RunPlan) -> str:
-    """The words of the closing progress line (also the log's exit reason)."""
+    """The words of the closing progress line (also the log's exit reason), with the
+    run's total usage when the agent reported any."""
+    return _closing_words(state, plan) + usage_suffix(state.usage)
+
+
+def _closing_words(state: LoopState, plan: RunPlan) -> str:
     total = format_duration(state.elapsed())
     done = plural(state.iteration, "iteration")
     if state.status == STATUS_INTERRUPTED:
         name = signal_name(state.interrupted_by or signal.SIGINT)
+        if state.waiting_for_limit:
+            return "Interrupted by %s while waiting for a usage limit to reset (%s completed," \
+                   " total: %s)" % (name, done, total)
         if state.interrupted_during is not None:
             return "Interrupted by %s during iteration %d (%s completed, total: %s)" % (
-                name, state.interrupted_during, plural(state.iteration, "iteration"), total)
+                name, state.interrupted_during, done, total)
         return "Interrupted by %s between iterations (%s completed, total: %s)" % (name, done, total)
     if state.status == STATUS_ABORTED:
         return "Aborting after %d consecutive failures (%s completed, total: %s)" % (
             state.consecutive_failures, done, total)
     if state.status == STATUS_STUCK:
         return "Stuck: %s (%s completed, total: %s)" % (state.reason, done, total)
+    if state.status == STATUS_LIMITED:
+        return "Stopped at a %s (%s completed, total: %s)" % (state.reason, done, total)
     if state.status == STATUS_ERROR:
         return state.reason
     if state.reason == "max iterations":
@@ -3702,6 +5181,9 @@ def _closing_line(state: LoopState, plan: RunPlan) -> str:
     if state.reason == "time budget":
         return "Completed: time budget of %s reached (%s, total: %s)" % (
             format_budget(plan.max_time or 0), done, total)
+    if state.reason == "cost budget":
+        return "Completed: cost budget of %s reached (%s, total: %s)" % (
+            format_cost(plan.max_cost or 0), done, total)
     if state.reason == "done_when":
         return "Completed: done_when reports nothing left to do (%s, total: %s)" % (done, total)
     return "Completed: agent signalled SUCCESS (%s, total: %s)" % (done, total)
@@ -3711,16 +5193,19 @@ def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
     line = _closing_line(state, plan)
     if state.status == STATUS_INTERRUPTED:
         progress.always(line)
-    elif state.status in (STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR):
+    elif state.status in (STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR, STATUS_LIMITED):
         progress.error(line)
         for excerpt in state.stuck_excerpt:
             progress.detail("  | " + excerpt)
     else:
         progress.info(line)
+        if state.reason == "max iterations" and state.failures and state.last_reason:
+            progress.warn("%d of %s failed; the last: %s, %s" % (
+                state.failures, plural(state.iteration, "iteration"), *state.last_reason))
 
 
 # ----------------------------------------------------------------------
-# 17. Command line
+# 20. Command line
 # ----------------------------------------------------------------------
 
 USAGE = """python3 rooda.py <procedure> [max_iterations] [options]
@@ -4027,7 +5512,7 @@ def plan_run(options: Any, config: Config, procedure_name: str,
     max_iterations, sources["max_iterations"] = resolve_max_iterations(
         options, positional, procedure_name, config, prompt=prompt_file is not None)
     agent = resolve_agent(config, procedure_name if prompt_file is None else None,
-                          options.ai_cmd, options.ai_cmd_alias)
+                          options.ai_cmd, options.ai_cmd_alias, options.ai_format)
     sources["agent"] = _agent_origin(config, procedure_name, agent)
     stuck = setting("stuck") or {}
     git_settings = setting("git") or {}
@@ -4066,6 +5551,7 @@ def plan_run(options: Any, config: Config, procedure_name: str,
         iteration_timeout=setting("iteration_timeout", options.timeout, "--timeout"),
         idle_timeout=setting("idle_timeout", options.idle_timeout, "--idle-timeout"),
         max_time=setting("max_time", options.max_time, "--max-time"),
+        max_cost=setting("max_cost", options.max_cost, "--max-cost"),
         delay=setting("delay", options.delay, "--delay", procedure_may_set=False),
         backoff=setting("backoff", procedure_may_set=False),
         kill_grace=setting("kill_grace", procedure_may_set=False),
@@ -4083,6 +5569,9 @@ def plan_run(options: Any, config: Config, procedure_name: str,
         prompt_file=os.path.join(cwd, prompt_file) if prompt_file not in (None, "-") else None,
         prompt_text=prompt_text,
         repo=None,
+        on_limit=setting("on_limit", procedure_may_set=False),
+        limit_wait=setting("limit_wait", procedure_may_set=False),
+        heartbeat=setting("heartbeat", procedure_may_set=False),
     )
 
 
@@ -4104,7 +5593,7 @@ def _agent_origin(config: Config, procedure_name: str,
 
 
 # ----------------------------------------------------------------------
-# 18. Commands
+# 21. Commands
 # ----------------------------------------------------------------------
 # Each command is a function of the parsed options that returns an exit code; only
 # main turns errors into messages.
@@ -4163,14 +5652,19 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
     plan = plan.replace(repo=repo)
     log = None
     if plan.log_dir is not None:
-        log = SessionLog(plan.log_dir, _display_path(plan.log_dir, plan.cwd))
-    progress = Progress(sys.stderr, plan.verbosity, plan.color)
+        log = SessionLog(plan.log_dir, _display_path(plan.log_dir, plan.cwd),
+                         agent_stream=plan.agent.format != "text")
+    out, err = Outlet(sys.stdout, "stdout"), Outlet(sys.stderr, "stderr")
+    progress = Progress(err, plan.verbosity, plan.color, plan.heartbeat)
+    out.on_trouble = err.on_trouble = progress.warn
     try:
         with SignalGuard() as guard:
-            state = run_loop(plan, progress, guard, log)
+            state = run_loop(plan, progress, guard, log, out, err)
     finally:
         if log is not None:
             log.close()
+        out.close()
+        err.close()
     if state.status == STATUS_INTERRUPTED:
         _FATAL_SIGNAL = state.interrupted_by
     return state.exit_code()
@@ -4407,7 +5901,8 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
             report("ok", "procedure %s: four phases, %d fragments readable"
                    % (name, sum(len(plan.fragments[p]) for p in PHASES)))
     agent = plan.agent if plan is not None else (
-        resolve_agent(config, None, options.ai_cmd, options.ai_cmd_alias) if config is not None else None)
+        resolve_agent(config, None, options.ai_cmd, options.ai_cmd_alias, options.ai_format)
+        if config is not None else None)
     if config is not None:
         if agent is None:
             report("error", str(no_agent_error()))
@@ -4627,7 +6122,7 @@ def dispatch(options: Any) -> int:
 
 
 # ----------------------------------------------------------------------
-# 19. main
+# 22. main
 # ----------------------------------------------------------------------
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -18,6 +18,7 @@ A step is a mapping:
   "actions": a list, done in order, of
      {"out": TEXT} / {"err": TEXT}     write to stdout / stderr (no newline added)
      {"out_hex": HEX}                  write raw bytes to stdout
+     {"out_file": PATH}                write a file's bytes to stdout (a recorded stream)
      {"out_bytes": N, "line": L}       write N bytes of filler to stdout, a newline
                                        every L bytes (0: none), in 64 KiB writes
      {"echo_prompt": true}             write the prompt back to stdout
@@ -102,6 +103,10 @@ def main():
             err.flush()
         elif "out_hex" in action:
             out.write(bytes.fromhex(action["out_hex"]))
+            out.flush()
+        elif "out_file" in action:
+            with open(action["out_file"], "rb") as stream:
+                out.write(stream.read())
             out.flush()
         elif "out_bytes" in action:
             total, line = action["out_bytes"], action.get("line", 0)

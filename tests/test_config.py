@@ -209,7 +209,7 @@ def test_agent_command_precedence(workspace, capfd, monkeypatch):
     del config["loop"]["ai_cmd"]
     assert agent_of() == "from-loop-alias"
     del config["loop"]["ai_cmd_alias"]
-    assert agent_of() == "gemini --yolo --skip-trust -o text"  # the first preset on PATH
+    assert agent_of() == "gemini --yolo --skip-trust -o stream-json"  # the first preset on PATH
 
 
 def test_auto_detection_follows_the_preset_order(workspace, capfd, monkeypatch):

@@ -98,25 +98,30 @@ def test_list_and_info_survive_a_closed_stdout(command, tmp_path):
 
 # --- presets ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("preset,needs", [
-    ("claude", ["-p", "--dangerously-skip-permissions"]),
-    ("codex", ["exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "-"]),
-    ("gemini", ["--yolo", "--skip-trust", "-o", "text"]),
-    ("copilot", ["--allow-all-tools", "--no-ask-user", "-s"]),
-    ("cursor-agent", ["-p", "--force", "--trust", "{prompt}"]),
-    ("kiro-cli", ["chat", "--no-interactive", "--trust-all-tools"]),
-    ("amp", ["--dangerously-allow-all", "-x"]),
-    ("opencode", ["run", "--auto"]),
-    ("qwen", ["--yolo", "-o", "text"]),
-    ("goose", ["run", "-i", "-"]),
-    ("aider", ["--message-file", "{prompt_file}", "--yes-always", "--no-pretty"]),
+@pytest.mark.parametrize("preset,needs,agent_format", [
+    ("claude", ["-p", "--dangerously-skip-permissions", "--output-format", "stream-json", "--verbose"],
+     "claude"),
+    ("codex", ["exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "--json",
+               "-"], "codex"),
+    ("gemini", ["--yolo", "--skip-trust", "-o", "stream-json"], "gemini"),
+    ("copilot", ["--allow-all-tools", "--no-ask-user", "-s", "--output-format", "json"], "copilot"),
+    ("cursor-agent", ["-p", "--force", "--trust", "{prompt}"], "text"),
+    ("kiro-cli", ["chat", "--no-interactive", "--trust-all-tools"], "text"),
+    ("amp", ["--dangerously-allow-all", "-x"], "text"),
+    ("opencode", ["run", "--auto", "--format", "json"], "opencode"),
+    ("qwen", ["--yolo", "-o", "stream-json"], "claude"),
+    ("goose", ["run", "-i", "-"], "text"),
+    ("aider", ["--message-file", "{prompt_file}", "--yes-always", "--no-pretty"], "text"),
 ])
-def test_presets_are_the_documented_unattended_forms(preset, needs):
-    argv = rooda.PRESETS[preset][0].split()
+def test_presets_are_the_documented_unattended_forms(preset, needs, agent_format):
+    command, _, declared = rooda.PRESETS[preset]
+    argv = command.split()
     assert argv[0] == preset
     for flag in needs:
         assert flag in argv, (preset, flag)
     assert "-p" not in argv or preset != "copilot"
+    assert declared == agent_format
+    assert rooda.infer_format(argv) == (None if agent_format == "text" else agent_format)
 
 
 def test_presets_are_detected_in_spec_order():

@@ -17,8 +17,10 @@ EVENT_FIELDS = {
     "iteration_start": {"iteration", "prompt_sha256", "prompt_bytes", "fragments"},
     "gate": {"gate", "command", "exit_code", "seconds"},
     "iteration_end": {"iteration", "seconds", "exit_code", "signal", "signals", "outcome",
-                      "consecutive_failures", "verify", "head_before", "head_after", "output_bytes"},
-    "session_end": {"status", "reason", "iterations", "seconds", "exit_code"},
+                      "consecutive_failures", "verify", "head_before", "head_after", "output_bytes",
+                      "reason", "usage"},
+    "limit": {"kind", "message", "resets_at", "wait_seconds"},
+    "session_end": {"status", "reason", "iterations", "seconds", "exit_code", "usage"},
 }
 
 

@@ -89,7 +89,34 @@ def test_a_success_resets_the_consecutive_failures(workspace, agent, capfd):
     assert code == 0 and agent.calls == 6
     lines = progress_lines(err)
     assert "Iteration 4/6 completed in D (failure, consecutive: 1/3)" in lines
-    assert lines[-1] == "Reached max iterations: 6 (total: D)"
+    assert lines[-2:] == ["Reached max iterations: 6 (total: D)",
+                          "WARNING: 4 of 6 iterations failed; the last: exit 1, (it printed nothing)"]
+
+
+def test_every_failing_iteration_says_why_in_an_indented_line(workspace, agent, capfd):
+    agent.script({"actions": [{"out": "working\nAPI Error: 500 Internal server error\n"}], "exit": 1},
+                 {}, {"actions": [{"write_file": "green", "text": ""}]})
+    code, _, err = run(capfd, agent, "-n", "3", "--verify",
+                       "test -f green || { echo 'E   assert 3 == 4'; exit 2; }")
+    assert code == 0
+    lines = err.splitlines()
+    first = [i for i, line in enumerate(lines) if "Iteration 1/3 completed" in line][0]
+    assert lines[first + 1] == "  verify exit 2: E   assert 3 == 4"  # the verifier's reason leads
+    assert progress_lines(err)[-1] == \
+        "WARNING: 2 of 3 iterations failed; the last: verify exit 2, E   assert 3 == 4"
+
+
+def test_the_agents_reason_is_its_last_line_and_never_the_bare_marker(workspace, agent, capfd):
+    agent.script({"actions": [{"out": "working\nAPI Error: 500 Internal server error\n"}], "exit": 1},
+                 {"actions": [{"out": "blocked on the schema\n<promise>FAILURE</promise>\n"}]}, OK)
+    code, _, err = run(capfd, agent, "-n", "3")
+    lines = err.splitlines()
+    assert "  exit 1: API Error: 500 Internal server error" in lines
+    assert "  exit 0: the agent signalled FAILURE: blocked on the schema" in lines
+    assert progress_lines(err)[-2:] == [
+        "Reached max iterations: 3 (total: D)",
+        "WARNING: 2 of 3 iterations failed; the last: exit 0, the agent signalled FAILURE: blocked on"
+        " the schema"]
 
 
 def test_failure_threshold_flag(workspace, agent, capfd):

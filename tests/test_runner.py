@@ -205,7 +205,7 @@ def test_preset_found_on_path_is_chosen_and_named(workspace, agent, capfd, monke
     code, _, err = run_main(capfd, "build", "-n", "1")
     assert code == 0
     assert "Agent: codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check" \
-        " --color never - (preset codex, found on PATH)" in progress_lines(err)
+        " --color never --json - (preset codex, found on PATH)" in progress_lines(err)
 
 
 def test_feedback_section_quotes_the_failed_iteration(workspace, agent, capfd):

@@ -1,0 +1,287 @@
+"""Agent output formats (SPEC 12): the real structured output of six CLIs, replayed
+through the fake agent with the exit code each CLI gave, must give the right outcome,
+signals, reason and usage. The expected figures were read off the samples by hand."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import rooda
+from conftest import ROODA, ROOT, progress_lines, run_main, write_config
+
+STREAMS = os.path.join(ROOT, "tests", "agent-streams")
+
+
+def replay(name, exit_code=0):
+    """A fake agent step that prints a recorded stream and exits like the CLI did."""
+    return {"actions": [{"out_file": os.path.join(STREAMS, name)}], "exit": exit_code}
+
+
+def run_stream(capfd, agent, tmp_path, steps, agent_format, *args):
+    """Run `build` on the replayed streams; (exit code, stderr, jsonl events)."""
+    agent.script(*steps)
+    logs = tmp_path / ("logs-%d" % len(os.listdir(str(tmp_path))))
+    code, out, err = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--ai-format", agent_format,
+                              "--log-dir", logs, *args)
+    [jsonl] = [path for path in glob.glob(str(logs / "session-*.jsonl")) if not path.endswith("-agent.jsonl")]
+    with open(jsonl) as stream:
+        events = [json.loads(line) for line in stream]
+    return code, out, err, events
+
+
+def ends(events):
+    return [event for event in events if event["event"] == "iteration_end"]
+
+
+def usage(**known):
+    figures = dict.fromkeys(rooda.USAGE_FIELDS)
+    figures.update(known)
+    return figures
+
+
+# --- good runs: the outcome and the usage of each CLI --------------------------------------
+
+GOOD_RUNS = [
+    ("claude.jsonl", "claude", usage(model="claude-opus-4-8[1m]", input_tokens=39210, output_tokens=20,
+                                     cache_read_tokens=0, cache_write_tokens=0, cost_usd=0.19655,
+                                     turns=2, tool_calls=1)),
+    ("claude-stream-api-retry.jsonl", "claude",
+     usage(model="claude-opus-4-8[1m]", input_tokens=39056, output_tokens=11, cache_read_tokens=0,
+           cache_write_tokens=0, cost_usd=0.195555, turns=1, tool_calls=0)),
+    ("codex.jsonl", "codex", usage(input_tokens=20378, cache_read_tokens=0, output_tokens=24, turns=1,
+                                   tool_calls=1)),
+    ("gemini.jsonl", "gemini", usage(model="gemini-3.5-flash-lite, gemini-3.8-flash", input_tokens=25333,
+                                     output_tokens=36, cache_read_tokens=0, tool_calls=1)),
+    ("copilot.jsonl", "copilot", usage(model="stub-model", turns=2, tool_calls=1)),
+    ("opencode.jsonl", "opencode", usage(input_tokens=15661, output_tokens=24, cache_read_tokens=0,
+                                         cache_write_tokens=0, cost_usd=0, turns=2, tool_calls=1)),
+    ("qwen.jsonl", "claude", usage(model="stub-model", input_tokens=39841, output_tokens=24,
+                                   cache_read_tokens=0, turns=2, tool_calls=1)),
+]
+
+
+@pytest.mark.parametrize("sample,agent_format,expected", GOOD_RUNS, ids=[r[0] for r in GOOD_RUNS])
+def test_a_good_run_of_each_cli_completes_with_its_usage(workspace, agent, capfd, tmp_path, sample,
+                                                         agent_format, expected):
+    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay(sample)], agent_format, "-n", "3")
+    assert code == 0 and agent.calls == 1, err
+    [end] = ends(events)
+    assert end["outcome"] == "completed" and end["signals"] == ["SUCCESS"]
+    assert end["usage"] == expected
+    assert events[-1]["usage"] == expected  # the run's totals: one iteration
+    assert "WARNING" not in err
+
+
+def test_the_progress_line_and_the_closing_line_carry_tokens_and_cost(workspace, agent, capfd, tmp_path):
+    code, _, err, _ = run_stream(capfd, agent, tmp_path, [replay("claude.jsonl")], "claude")
+    lines = progress_lines(err)
+    assert "Iteration 1/10 completed in D (completed) · 39.2k tokens · $0.20" in lines
+    assert lines[-1] == "Completed: agent signalled SUCCESS (1 iteration, total: D) · 39.2k tokens · $0.20"
+
+
+# --- signals come only from the assistant's text ----------------------------------------------
+
+def test_a_signal_in_a_tool_result_does_not_complete_a_structured_run(workspace, agent, capfd, tmp_path):
+    """claude-stream.jsonl: the marker is in a file the agent read and in a Bash echo,
+    never in its own text."""
+    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay("claude-stream.jsonl")],
+                                      "claude", "-n", "1")
+    assert code == 0
+    [end] = ends(events)
+    assert end["outcome"] == "success" and end["signals"] == []
+    assert end["usage"] == usage(model="claude-opus-4-8[1m]", input_tokens=78733, output_tokens=40,
+                                 cache_read_tokens=0, cache_write_tokens=0, cost_usd=0.39466500000000004,
+                                 turns=4, tool_calls=3)
+    assert progress_lines(err)[-1].startswith("Reached max iterations: 1")
+
+
+def test_the_same_agent_read_as_text_would_complete(workspace, agent, capfd, tmp_path):
+    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay("claude-stream.jsonl")],
+                                      "text", "-n", "3")
+    assert code == 0 and agent.calls == 1
+    assert ends(events)[0]["outcome"] == "completed"  # the false completion SPEC 12 prevents
+
+
+def test_gemini_deltas_are_joined_so_a_split_marker_counts(workspace, agent, capfd, tmp_path):
+    with open(os.path.join(STREAMS, "gemini.jsonl")) as stream:
+        assert "<promise>SUCC" in stream.read()  # the sample splits the marker in two events
+    code, _, _, events = run_stream(capfd, agent, tmp_path, [replay("gemini.jsonl")], "gemini")
+    assert ends(events)[0]["signals"] == ["SUCCESS"]
+
+
+def test_the_echo_guard_still_applies_to_the_assistants_text(workspace, agent, capfd, tmp_path):
+    (workspace / "f.md").write_text("When done, print <promise>SUCCESS</promise> as the last line.")
+    write_config(workspace, {"procedures": {"p": {p: "f.md" for p in ("observe", "orient", "decide", "act")}}})
+    echo = {"type": "assistant", "message": {"content": [{"type": "text", "text":
+            "Quoting my orders:\nWhen done, print <promise>SUCCESS</promise> as the last line."}]}}
+    result = {"type": "result", "subtype": "success", "is_error": False, "result": "ok"}
+    agent.script({"actions": [{"out": json.dumps(echo) + "\n" + json.dumps(result) + "\n"}]})
+    code, _, err = run_main(capfd, "p", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", "claude")
+    assert "(success)" in err and "(completed)" not in err
+
+
+# --- errors the CLIs report --------------------------------------------------------------------
+
+def test_a_reported_error_is_a_failure_whatever_the_exit_code(workspace, agent, capfd, tmp_path):
+    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay("claude-error-overloaded-529.jsonl", 0)],
+                                      "claude", "-n", "1")
+    [end] = ends(events)
+    assert end["outcome"] == "failure" and end["exit_code"] == 0
+    assert end["reason"].startswith("exit 0: API Error: 529 Overloaded.")
+    assert "  exit 0: API Error: 529 Overloaded." in err
+
+
+def test_an_interrupted_claude_run_is_a_failure_with_its_diagnostic(workspace, agent, capfd, tmp_path):
+    code, _, _, events = run_stream(capfd, agent, tmp_path, [replay("claude-stream-sigint.jsonl", 1)],
+                                    "claude", "-n", "1")
+    [end] = ends(events)
+    assert end["outcome"] == "failure"
+    assert end["reason"] == "exit 1: [ede_diagnostic] result_type=user last_content_type=n/a" \
+        " stop_reason=tool_use"
+    assert end["usage"]["cost_usd"] == 0.09789
+
+
+def test_claude_exiting_0_without_a_result_is_a_failure(workspace, agent, capfd, tmp_path):
+    """Claude Code interrupted during a model call prints nothing more and exits 0."""
+    with open(os.path.join(STREAMS, "claude-stream.jsonl")) as stream:
+        cut = "".join(stream.readlines()[:3])
+    (workspace / "cut.jsonl").write_text(cut)
+    agent.script({"actions": [{"out_file": str(workspace / "cut.jsonl")}]})
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", "claude")
+    assert "Iteration 1/1 completed in D (failure, consecutive: 1/3)" in progress_lines(err)
+    assert "  exit 0: the agent ended without its closing result event" in err
+
+
+def test_codex_warnings_in_error_items_are_not_failures(workspace, agent, capfd, tmp_path):
+    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay("codex.jsonl")], "codex", "-v")
+    assert ends(events)[0]["outcome"] == "completed"
+
+
+# --- what people see: readable lines, never JSON; the raw stream kept -------------------------
+
+def test_verbose_and_the_log_are_readable_and_the_raw_lines_are_kept(workspace, agent, capfd, tmp_path):
+    code, out, err, events = run_stream(capfd, agent, tmp_path, [replay("claude-stream.jsonl")],
+                                        "claude", "-n", "1", "-v")
+    assert not [line for line in out.splitlines() if line.lstrip().startswith("{")]
+    assert "Reading the notes first." in out
+    assert "→ Read: /tmp/cc-inv/q1sj/repo/NOTES.md" in out  # recorded in another directory
+    assert "→ Bash: echo 'bash says <promise>SUCCESS</promise>'; cat out.txt" in out
+    assert "usage: 4 turns · 3 tool calls · 78.8k tokens · $0.39 · claude-opus-4-8[1m]" in out
+    log = events[0]["log"]
+    with open(log) as stream:
+        text = stream.read()
+    assert "→ Bash: " in text and '{"type"' not in text
+    assert "Model: claude-opus-4-8[1m]\nAPI Requests: 4\nTokens: 78773" in text
+    assert "Cost: $0.3947" in text
+    with open(log[:-4] + "-agent.jsonl", "rb") as stream:
+        raw = stream.read()
+    with open(os.path.join(STREAMS, "claude-stream.jsonl"), "rb") as stream:
+        assert raw == stream.read()
+
+
+def test_a_failed_tool_result_is_shown_with_its_first_line(workspace, agent, capfd, tmp_path):
+    code, out, _, _ = run_stream(capfd, agent, tmp_path, [replay("claude-stream-sigint.jsonl", 1)],
+                                 "claude", "-n", "1", "-v")
+    assert "→ Bash: sleep 31.5; echo done > after.txt" in out
+    assert "  ✗ The user doesn't want to proceed with this tool use." in out
+
+
+def test_a_stream_with_no_event_of_its_format_is_judged_as_text_with_a_warning(workspace, agent, capfd):
+    agent.script({"actions": [{"out": "plain words\n<promise>SUCCESS</promise>\n"}]})
+    code, out, err = run_main(capfd, "build", "-n", "3", "-v", "--ai-cmd", agent.cmd, "--ai-format", "codex")
+    assert code == 0 and agent.calls == 1
+    assert "held no codex events; it was judged as text" in err
+    assert "Completed: agent signalled SUCCESS" in err and "plain words" in out
+
+
+def test_a_line_that_is_not_json_is_the_clis_own_text(workspace, agent, capfd, tmp_path):
+    with open(os.path.join(STREAMS, "codex.jsonl")) as stream:
+        lines = stream.read()
+    (workspace / "mixed.jsonl").write_text("Reading prompt from stdin...\n" + lines)
+    agent.script({"actions": [{"out_file": str(workspace / "mixed.jsonl")}]})
+    code, out, err = run_main(capfd, "build", "-n", "2", "-v", "--ai-cmd", agent.cmd, "--ai-format", "codex")
+    assert code == 0 and "Reading prompt from stdin..." in out
+
+
+def test_a_line_over_16_mib_is_dropped_with_one_warning(workspace, agent, capfd, tmp_path):
+    big = tmp_path / "big.jsonl"
+    with open(str(big), "w") as stream:
+        stream.write('{"type":"user","message":{"content":"%s"}}\n' % ("x" * (17 << 20)))
+        stream.write('{"type":"user","message":{"content":"%s"}}\n' % ("y" * (17 << 20)))
+        with open(os.path.join(STREAMS, "claude.jsonl")) as sample:
+            stream.write(sample.read())
+    agent.script({"actions": [{"out_file": str(big)}]})
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", "claude")
+    assert code == 0 and "Completed: agent signalled SUCCESS" in err
+    assert err.count("the agent wrote a line over 16 MiB; it was dropped") == 1
+
+
+def test_memory_stays_flat_on_a_huge_structured_line(workspace, agent):
+    script = ("import sys; w = sys.stdout.write; w('{\"type\":\"user\",\"x\":\"'); "
+              "[w('z' * 65536) for _ in range(3200)]; w('\"}\\n'); "
+              "w('{\"type\":\"assistant\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":"
+              "\"<promise>SUCCESS</promise>\"}]}}\\n{\"type\":\"result\",\"is_error\":false}\\n')")
+    proc = subprocess.Popen([sys.executable, ROODA, "build", "-n", "1", "-q", "--no-log", "--ai-format",
+                             "claude", "--ai-cmd", "%s -c \"%s\"" % (sys.executable, script)],
+                            cwd=str(workspace), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, resources = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status >> 8
+    err = proc.stderr.read().decode()
+    assert proc.returncode == 0, err
+    assert resources.ru_maxrss < 120 * 1024, "peak RSS %d KiB for a 200 MB line" % resources.ru_maxrss
+
+
+# --- formats, presets and precedence ---------------------------------------------------------
+
+def test_the_format_comes_from_flag_procedure_loop_alias_then_preset(workspace, capfd):
+    config = rooda.load_config()
+    assert rooda.resolve_agent(config, None, "claude -p", None).format == "text"
+    assert rooda.resolve_agent(config, None, "claude -p --output-format stream-json --verbose").format == "claude"
+    assert rooda.resolve_agent(config, None, None, "qwen").format == "claude"
+    assert rooda.resolve_agent(config, None, None, "claude", "text").format == "text"
+    write_config(workspace, {"loop": {"ai_format": "gemini"},
+                             "ai_cmd_aliases": {"mine": {"command": "my-agent --json", "format": "codex",
+                                                         "env": {"MY_TOKEN": "x"}}},
+                             "procedures": {"build": {"ai_format": "copilot"}}})
+    config = rooda.load_config()
+    assert rooda.resolve_agent(config, "build", None, "mine").format == "copilot"
+    assert rooda.resolve_agent(config, None, None, "mine").format == "gemini"
+    write_config(workspace, {"ai_cmd_aliases": {"mine": {"command": "my-agent --json", "format": "codex",
+                                                         "env": {"MY_TOKEN": "x"}}}})
+    mine = rooda.resolve_agent(rooda.load_config(), None, None, "mine")
+    assert (mine.format, mine.env, mine.argv) == ("codex", {"MY_TOKEN": "x"}, ["my-agent", "--json"])
+
+
+def test_max_cost_stops_the_run_once_the_summed_cost_reaches_it(workspace, agent, capfd, tmp_path):
+    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay("claude-stream.jsonl")], "claude",
+                                      "-n", "10", "--max-cost", "0.5")
+    assert code == 0 and agent.calls == 2
+    assert progress_lines(err)[-1] == \
+        "Completed: cost budget of $0.50 reached (2 iterations, total: D) · 157.5k tokens · $0.79"
+    assert events[-1]["status"] == "completed" and events[-1]["usage"]["cost_usd"] == pytest.approx(0.78933)
+
+
+@pytest.mark.parametrize("agent_format", ["text", "codex", "gemini", "copilot"])
+def test_max_cost_with_a_format_that_reports_no_cost_is_a_warning(workspace, agent, capfd, agent_format):
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", agent_format,
+                            "--max-cost", "5")
+    assert "WARNING: max_cost is set, but the agent's output (%s format) reports no cost" % agent_format in err
+
+
+def test_the_reader_counts_tool_calls_and_shortens_paths_under_the_working_directory(workspace):
+    shown = []
+    reader = rooda.EventReader(rooda.AGENT_FORMAT_DECODERS["claude"],
+                               rooda.SignalScanner({"SUCCESS": ["<promise>SUCCESS</promise>"]}, ""),
+                               shown.append, None, None, None, "/tmp/cc-inv/q1sj/repo", 65536,
+                               lambda message: None)
+    with open(os.path.join(STREAMS, "claude-stream.jsonl"), "rb") as stream:
+        data = stream.read()
+    for start in range(0, len(data), 1000):  # reads that cut lines anywhere
+        reader.feed(data[start:start + 1000])
+    assert (reader.tool_calls, reader.last_tool) == (3, "Bash: echo 'bash says <promise>SUCCESS</promise>';"
+                                                        " cat out.txt")
+    text = b"".join(shown).decode()
+    assert "→ Read: NOTES.md\n→ Write: out.txt\n" in text
