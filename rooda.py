@@ -81,7 +81,8 @@ CONFIG_NAMES = ("rooda-config.json", "rooda-config.yml", "rooda-config.yaml")
 # The four OODA phases, in prompt order.
 PHASES = ("observe", "orient", "decide", "act")
 # Words that are commands, so no procedure may take them.
-RESERVED_WORDS = ("run", "prompt", "list", "info", "config", "doctor", "vendor", "help", "version")
+RESERVED_WORDS = ("run", "prompt", "list", "info", "config", "doctor", "vendor", "status", "help",
+                  "version")
 
 # Iteration outcomes (SPEC 5, the outcome matrix).
 SUCCESS = "success"
@@ -4302,8 +4303,8 @@ class Outlet:
                                     % self.name)
                 return
 
-    def close(self) -> None:
-        """Write out what is queued, unless the reader has stalled for a while."""
+    def close(self, stall: float = OUTLET_STALL_SECONDS) -> None:
+        """Write out what is queued, unless the reader has stalled for `stall` seconds."""
         with self.lock:
             self.closing = True
             self.lock.notify_all()
@@ -4312,7 +4313,7 @@ class Outlet:
                 self.lock.wait(0.05)
                 if self.size != size:
                     size, since = self.size, time.monotonic()
-                elif time.monotonic() - since > OUTLET_STALL_SECONDS:
+                elif time.monotonic() - since > stall:
                     break  # nobody reads it: the log has everything
 
 
@@ -5657,14 +5658,17 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
     out, err = Outlet(sys.stdout, "stdout"), Outlet(sys.stderr, "stderr")
     progress = Progress(err, plan.verbosity, plan.color, plan.heartbeat)
     out.on_trouble = err.on_trouble = progress.warn
+    guard = SignalGuard()
     try:
-        with SignalGuard() as guard:
+        with guard:
             state = run_loop(plan, progress, guard, log, out, err)
     finally:
         if log is not None:
             log.close()
-        out.close()
-        err.close()
+        # An interrupted run must be gone within a second, stalled reader or not.
+        stall = 0.2 if guard.signum is not None else OUTLET_STALL_SECONDS
+        out.close(stall)
+        err.close(stall)
     if state.status == STATUS_INTERRUPTED:
         _FATAL_SIGNAL = state.interrupted_by
     return state.exit_code()
@@ -5963,6 +5967,194 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
     return 2 if any(level == "error" for level, _ in lines) else 0
 
 
+# `status`: what the newest run in a log directory is doing, read from its .jsonl while it
+# runs in another terminal (SPEC 14). Lines that do not parse are skipped and counted.
+_SESSION_NAME = r"session-(\d{8}-\d{6})(?:-(\d+))?\.jsonl$"
+
+
+def _session_files(directory: str) -> List[str]:
+    """The session .jsonl files of a directory, newest first (the agent's raw streams left out)."""
+    import re
+
+    found = []
+    for name in os.listdir(directory):
+        match = re.match(_SESSION_NAME, name)
+        if match:
+            found.append(((match.group(1), int(match.group(2) or 1)), name))
+    return [os.path.join(directory, name) for _, name in sorted(found, reverse=True)]
+
+
+def _pid_alive(pid: object) -> bool:
+    """Whether a rooda with that pid still runs (a reused pid of another program is not)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    except OSError:
+        return False
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as stream:
+            return b"rooda" in stream.read()
+    except OSError:
+        return True  # no /proc to ask: trust the pid
+
+
+def summarize_session(path: str, now: Optional[float] = None) -> Dict[str, Any]:
+    """One session's state from its .jsonl: running or ended, how far, what it cost."""
+    import calendar
+    import json
+
+    now = time.time() if now is None else now
+    summary: Dict[str, Any] = {
+        "session": path, "procedure": None, "state": "unknown", "status": None, "exit_code": None,
+        "reason": None, "pid": None, "started": None, "iteration": None, "max_iterations": None,
+        "iterations": 0, "successes": 0, "failures": 0, "limited": 0, "elapsed_seconds": None,
+        "usage": None, "last_event": None, "last_event_time": None, "skipped_lines": 0}
+    usage: Dict[str, Any] = {}
+    started_at = None
+    ended = None
+    with open(path, "rb") as stream:
+        for raw in stream:
+            try:
+                event = json.loads(raw)
+                name = event["event"]
+            except (ValueError, KeyError, TypeError):
+                summary["skipped_lines"] += 1
+                continue
+            summary["last_event"], summary["last_event_time"] = name, event.get("time")
+            if name == "session_start":
+                summary.update(procedure=event.get("procedure"), pid=event.get("pid"),
+                               max_iterations=event.get("max_iterations"), started=event.get("time"))
+                try:
+                    started_at = calendar.timegm(time.strptime(event["time"][:19], "%Y-%m-%dT%H:%M:%S"))
+                except (KeyError, TypeError, ValueError):
+                    started_at = None
+            elif name == "iteration_start":
+                summary["iteration"] = event.get("iteration")
+            elif name == "iteration_end":
+                outcome = event.get("outcome")
+                if outcome == LIMITED:
+                    summary["limited"] += 1
+                elif outcome in (SUCCESS, COMPLETED):
+                    summary["successes"] += 1
+                elif outcome in FAILING_OUTCOMES:
+                    summary["failures"] += 1
+                if outcome not in (LIMITED, "interrupted"):
+                    summary["iterations"] += 1
+                for key, value in (event.get("usage") or {}).items():
+                    if value is not None:
+                        usage[key] = value if key == "model" else usage.get(key, 0) + value
+            elif name == "session_end":
+                ended = event
+    if ended is not None:
+        summary.update(state="ended", status=ended.get("status"), exit_code=ended.get("exit_code"),
+                       reason=ended.get("reason"), elapsed_seconds=ended.get("seconds"),
+                       iterations=ended.get("iterations", summary["iterations"]))
+    else:
+        summary["state"] = "running" if _pid_alive(summary["pid"]) else "killed"
+        if started_at is not None:
+            summary["elapsed_seconds"] = round(now - started_at, 3)
+    summary["usage"] = {name: usage.get(name) for name in USAGE_FIELDS} if usage else None
+    return summary
+
+
+def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
+    """The summary for a person."""
+    import calendar
+
+    rows = [("session", _display_path(summary["session"], cwd)),
+            ("procedure", summary["procedure"] or "(unknown)")]
+    cap = summary["max_iterations"]
+    if summary["state"] == "running":
+        state = "running (pid %s), iteration %s%s under way" % (
+            summary["pid"], summary["iteration"] or 1, "/%d" % cap if cap else "")
+    elif summary["state"] == "ended":
+        state = "ended: %s, exit code %s" % (summary["status"], summary["exit_code"])
+    else:
+        state = "ended without a session_end (killed?); it was in iteration %s" % (
+            summary["iteration"] or "(none yet)")
+    rows.append(("state", state))
+    if summary["reason"]:
+        rows.append(("reason", summary["reason"]))
+    done = "%d%s done: %d succeeded, %d failed" % (
+        summary["iterations"], "/%d" % cap if cap else "", summary["successes"], summary["failures"])
+    if summary["limited"]:
+        done += ", %s at a usage limit" % plural(summary["limited"], "attempt")
+    rows.append(("iterations", done))
+    if summary["elapsed_seconds"] is not None:
+        rows.append(("elapsed", format_duration(summary["elapsed_seconds"])))
+    if summary["usage"]:
+        rows.append(("usage", " · ".join(describe_usage(summary["usage"], summary["usage"].get("tool_calls")))))
+    if summary["last_event"]:
+        when = summary["last_event_time"] or ""
+        try:
+            moment = calendar.timegm(time.strptime(when[:19], "%Y-%m-%dT%H:%M:%S"))
+            when = "%s (%s ago)" % (time.strftime("%H:%M:%S", time.localtime(moment)),
+                                    format_duration(max(now - moment, 0)))
+        except ValueError:
+            pass
+        rows.append(("last event", "%s at %s" % (summary["last_event"], when)))
+    if summary["skipped_lines"]:
+        rows.append(("skipped", "%s that did not parse" % plural(summary["skipped_lines"], "line")))
+    return "".join("%-10s  %s\n" % row for row in rows)
+
+
+def _status_row(summary: Dict[str, Any]) -> str:
+    """One line of `status --all`: start, procedure, iterations, status, duration, cost."""
+    import calendar
+
+    try:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(calendar.timegm(
+            time.strptime((summary["started"] or "")[:19], "%Y-%m-%dT%H:%M:%S"))))
+    except ValueError:
+        started = "?" * 19
+    cap = summary["max_iterations"]
+    status = summary["status"] if summary["state"] == "ended" else summary["state"]
+    cost = (summary["usage"] or {}).get("cost_usd")
+    return "%s  %-12s  %7s  %-11s  %9s  %s" % (
+        started, summary["procedure"], "%d%s" % (summary["iterations"], "/%d" % cap if cap else ""),
+        status, format_duration(summary["elapsed_seconds"] or 0),
+        format_cost(cost) if cost is not None else "-")
+
+
+def command_status(options: Any) -> int:
+    """`status [--all] [--json] [--log-dir DIR]`: the newest session (or all of them)."""
+    import json
+
+    cwd = os.getcwd()
+    if options.log_dir:
+        directory = os.path.join(cwd, os.path.expanduser(options.log_dir))
+    else:
+        directory = os.path.join(ROODA_DIR, load_config(options.config).loop("log_dir"))
+    shown = _display_path(directory, cwd)
+    if not os.path.isdir(directory):
+        sys.stderr.write("rooda: no log directory at %s (no run has written logs there; --log-dir"
+                         " DIR names another)\n" % shown)
+        return 1
+    sessions = _session_files(directory)
+    if not sessions:
+        sys.stderr.write("rooda: no session logs in %s\n" % shown)
+        return 1
+    now = time.time()
+    summaries = []
+    for path in sessions if options.all else sessions[:1]:
+        try:
+            summaries.append(summarize_session(path, now))
+        except OSError as exc:
+            sys.stderr.write("rooda: cannot read %s: %s\n" % (_display_path(path, cwd), exc.strerror))
+    if options.json:
+        write_stdout("".join(json.dumps(summary, ensure_ascii=False) + "\n" for summary in summaries))
+    elif options.all:
+        write_stdout("".join(_status_row(summary) + "\n" for summary in summaries))
+    elif summaries:
+        write_stdout(_status_text(summaries[0], cwd, now))
+    return 0 if summaries else 1
+
+
 # What `vendor` copies: the vendoring unit of SPEC 1.
 VENDOR_DIR = ".rooda"
 VENDOR_MANIFEST = "manifest.json"
@@ -6072,11 +6264,12 @@ COMMAND_WORDS = {
     "config": (0, 2, "config [<procedure>] [--json]"),
     "doctor": (0, 1, "doctor [<procedure>]"),
     "vendor": (1, 1, "vendor <dir> [--force]"),
+    "status": (0, 0, "status [--all] [--json] [--log-dir DIR]"),
     "prompt": (1, 2, "prompt <file|-> [max_iterations] [options]"),
     "run": (1, 2, "run <procedure> [max_iterations] [options]"),
 }
 # Options that belong to one command only.
-COMMAND_OPTIONS = {"json": ("config",), "force": ("vendor",)}
+COMMAND_OPTIONS = {"json": ("config", "status"), "all": ("status",), "force": ("vendor",)}
 
 
 def dispatch(options: Any) -> int:
@@ -6112,6 +6305,8 @@ def dispatch(options: Any) -> int:
         return command_doctor(options, first)
     if command == "vendor":
         return command_vendor(options, words[0])
+    if command == "status":
+        return command_status(options)
     if command == "prompt":
         return command_run(options, "prompt", words[1] if len(words) > 1 else None, prompt_file=words[0])
     if command == "run":

@@ -363,3 +363,22 @@ def test_the_logs_record_head_before_and_after(workspace, agent, capfd, tmp_path
     end = [json.loads(line) for line in (logs / jsonl).read_text().splitlines()
            if '"iteration_end"' in line][0]
     assert end["head_before"] == before and end["head_after"] == head_by_git(workspace) != before
+
+
+def test_ctrl_c_during_the_stuck_check_after_an_iteration_stops_at_once(workspace, agent, tmp_path):
+    make_repo(workspace)
+    procedure(workspace, stuck={"no_change": 3})
+    slow = tmp_path / "slow-now"
+    started = tmp_path / "fsmonitor-started"
+    monitor = tmp_path / "fsmonitor"
+    monitor.write_text("#!/bin/sh\nif [ -e %s ]; then touch %s; sleep 30; fi\nexit 1\n" % (slow, started))
+    monitor.chmod(0o755)
+    git(workspace, "config", "core.fsmonitor", str(monitor))
+    agent.script({"actions": [{"write_file": str(slow), "text": ""}]})  # git is slow from now on
+    proc = start_rooda(agent, "-n", "3", cwd=workspace, procedure="p")
+    deadline = time.monotonic() + 20
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    took, err = interrupt(proc, signal.SIGINT)
+    assert proc.returncode == -signal.SIGINT and took < 1.0, err
+    assert agent.calls == 1 and "Interrupted by SIGINT during iteration 1" in err

@@ -165,3 +165,59 @@ def test_head_before_and_after_inside_git(workspace, agent, capfd, tmp_path):
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=str(workspace), stdout=subprocess.PIPE,
                           check=True).stdout.decode().strip()
     assert end["head_before"] == end["head_after"] == head
+
+
+def test_a_full_disk_is_one_warning_and_leaves_whole_jsonl_lines(workspace, agent, tmp_path):
+    """RLIMIT_FSIZE makes every write past 40 KB fail, as a full disk would."""
+    import resource
+    import sys
+
+    from conftest import ROODA
+
+    logs = tmp_path / "full"
+    agent.script({"actions": [{"out_bytes": 30000, "line": 100}]})
+
+    def small_disk():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (40000, 40000))
+
+    proc = subprocess.run([sys.executable, ROODA, "build", "-n", "3", "--ai-cmd", agent.cmd, "--log-dir",
+                           str(logs)], cwd=str(workspace), env=dict(os.environ, **agent.env),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=small_disk, timeout=60)
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and agent.calls == 3, err  # the loop went on
+    assert err.count("cannot write the session log (File too large); logging stops here") == 1
+    assert re.search(r"\] Log: .*session-\d{8}-\d{6}\.log \(incomplete: File too large\)\n", err)
+    [log] = logs_in(logs)
+    with open(log[:-4] + ".jsonl", "rb") as stream:
+        raw = stream.read()
+    assert raw.endswith(b"\n")
+    assert all(json.loads(line) for line in raw.splitlines())  # every line whole
+
+
+def test_a_jsonl_line_cut_short_by_a_full_disk_is_taken_back(tmp_path):
+    import sys
+
+    from conftest import ROOT
+
+    code = r'''
+import resource, sys
+sys.path.insert(0, sys.argv[1])
+import rooda
+log = rooda.SessionLog(sys.argv[2], "logs")
+warnings = []
+log.warn = warnings.append
+log.event("session_start", procedure="build")
+resource.setrlimit(resource.RLIMIT_FSIZE, (log.jsonl_size + 100, log.jsonl_size + 100))
+log.event("iteration_start", fragments=["x" * 500])   # would cross the limit mid-line
+log.event("iteration_end", iteration=1)                # logging has stopped: not written
+print(len(warnings), log.problem)
+'''
+    done = subprocess.run([sys.executable, "-c", code, ROOT, str(tmp_path / "logs")],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().split()[0] == "1"
+    [log] = logs_in(tmp_path / "logs")
+    with open(log[:-4] + ".jsonl", "rb") as stream:
+        lines = stream.read().splitlines(keepends=True)
+    assert [json.loads(line)["event"] for line in lines] == ["session_start"]
+    assert lines[-1].endswith(b"\n")

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import (ROODA, alive, group_members, progress_lines, run_main, run_rooda,
+from conftest import (ROODA, alive, group_members, process_state, progress_lines, run_main, run_rooda,
                       interrupt, start_rooda, wait_until, write_config)
 
 def release(agent, name="release"):
@@ -351,3 +351,70 @@ def test_rooda_run_through_a_symlink_finds_its_procedures_and_logs_beside_itself
     assert run.returncode == 0, run.stderr
     assert os.listdir(str(project / ".rooda" / "logs"))
     assert not (tmp_path / "bin" / "logs").exists()
+
+
+# --- Ctrl+Z, readers that stop reading (SPEC 7 rev 2) ------------------------------------
+
+TICKER = ("import sys, time\n"
+          "open(sys.argv[1], 'w').close()\n"
+          "for _ in range(int(sys.argv[2])):\n"
+          "    print('tick', flush=True); time.sleep(0.1)\n"
+          "print('<promise>SUCCESS</promise>', flush=True)\n")
+
+
+def test_ctrl_z_stops_the_agents_group_and_the_time_stopped_counts_toward_no_timeout(workspace, tmp_path):
+    script = tmp_path / "ticker.py"
+    script.write_text(TICKER)
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, ROODA, "build", "-n", "1", "--no-log", "--idle-timeout", "2",
+                             "--timeout", "20", "--ai-cmd", "%s %s %s 30" % (sys.executable, script, ready)],
+                            cwd=str(workspace), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert wait_until(ready.exists, timeout=20)
+        agent_pid = [int(p) for p in open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)).read().split()][0]
+        proc.send_signal(signal.SIGTSTP)  # what Ctrl+Z sends to the foreground job
+        assert wait_until(lambda: process_state(proc.pid) == "T" and process_state(agent_pid) == "T")
+        time.sleep(3)  # stopped for longer than the idle timeout: that is the scenario
+        assert process_state(agent_pid) == "T", "the agent kept running while rooda was stopped"
+        proc.send_signal(signal.SIGCONT)  # `fg`
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert b"Completed: agent signalled SUCCESS" in err and b"no output for" not in err
+
+
+def test_a_reader_that_stops_reading_never_blocks_timeouts_or_signals(workspace, agent):
+    """--verbose into a pipe nobody reads (a pager, Ctrl+S): --timeout still holds."""
+    agent.script({"actions": [{"out_bytes": 12 << 20, "line": 100}, {"sleep": 60}]})
+    read_end, write_end = os.pipe()
+    try:
+        started = time.monotonic()
+        proc = subprocess.Popen([sys.executable, ROODA, "build", "-n", "1", "-v", "--no-log", "--timeout",
+                                 "2", "--ai-cmd", agent.cmd],
+                                cwd=str(workspace), env=dict(os.environ, **agent.env), stdout=write_end,
+                                stderr=subprocess.PIPE)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        os.close(write_end)
+        os.close(read_end)
+    assert took < 12, "the timeout of 2 s took %.1fs" % took
+    assert b"(timeout, consecutive: 1/3)" in err
+    assert b"stdout is not being read; output is dropped from it until it is" in err
+
+
+def test_sigterm_reaches_rooda_while_its_reader_has_stopped(workspace, agent):
+    agent.script({"actions": [{"out_bytes": 12 << 20, "line": 100}, {"touch": "written"}, {"sleep": 60}]})
+    read_end, write_end = os.pipe()
+    try:
+        proc = subprocess.Popen([sys.executable, ROODA, "build", "-n", "1", "-v", "--no-log", "--ai-cmd",
+                                 agent.cmd], cwd=str(workspace), env=dict(os.environ, **agent.env),
+                                stdout=write_end, stderr=subprocess.PIPE)
+        agent.wait_for("written")
+        took, err = interrupt(proc, signal.SIGTERM)
+    finally:
+        os.close(write_end)
+        os.close(read_end)
+    assert proc.returncode == -signal.SIGTERM and took < 1.0, (took, err)

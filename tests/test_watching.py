@@ -1,0 +1,238 @@
+"""Watching a run (SPEC 14): the status line on a terminal, heartbeats off one, the gate
+and wait lines, and `status` -- against live, ended, aborted, interrupted and killed runs."""
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROODA, alive, interrupt, run_main, run_rooda, start_rooda, write_config
+
+
+def release(agent, name="release"):
+    open(os.path.join(agent.state, name), "w").close()
+
+
+def screen(raw):
+    """What a terminal shows after `raw`: carriage returns, erase-line and newlines applied."""
+    lines, current, column = [], "", 0
+    for token in re.split(r"(\r|\n|\x1b\[K)", raw):
+        if token == "\n":
+            lines.append(current)
+            current, column = "", 0
+        elif token == "\r":
+            column = 0
+        elif token == "\x1b[K":
+            current = current[:column]
+        elif token:
+            current = current[:column] + token + current[column + len(token):]
+            column += len(token)
+    return lines + ([current] if current else [])
+
+
+def start_in_terminal(agent, *args, cwd):
+    """rooda with stdout and stderr on a pseudo-terminal; (process, master fd)."""
+    master, slave = pty.openpty()
+    env = dict(os.environ, **agent.env)
+    env["TERM"] = "xterm"
+    proc = subprocess.Popen([sys.executable, ROODA, "build", "--ai-cmd", agent.cmd] + list(args),
+                            cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+    os.close(slave)
+    return proc, master
+
+
+def read_until(fd, seen, done, timeout=30):
+    """Read a pseudo-terminal into `seen` (a list of str) until done(text) or the deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # EIO: the other side is closed
+                break
+            if not chunk:
+                break
+            seen.append(chunk.decode("utf-8", "replace"))
+        if done("".join(seen)):
+            return True
+    return done("".join(seen))
+
+
+def test_the_status_line_ticks_on_a_terminal_and_is_gone_from_the_final_screen(workspace, agent):
+    agent.script({"actions": [{"out": "thinking\n"}, {"wait_for": "release"}]})
+    proc, master = start_in_terminal(agent, "-n", "1", cwd=workspace)
+    seen = []
+    try:
+        def two_ticks(text):
+            return len(set(re.findall(r"iteration 1/1 · (\d+\.\ds) · \d+ B output", text))) >= 2
+        assert read_until(master, seen, two_ticks), "".join(seen)
+        release(agent)
+        read_until(master, seen, lambda text: "Log: " in text)
+        proc.wait(timeout=30)
+    finally:
+        release(agent)
+        os.close(master)
+    raw = "".join(seen)
+    ticks = [float(t[:-1]) for t in re.findall(r"iteration 1/1 · (\d+\.\d)s", raw)]
+    assert ticks == sorted(ticks) and ticks[-1] > ticks[0]  # the elapsed time advances
+    assert "\r\x1b[K" in raw
+    final = screen(raw)
+    assert not [line for line in final if "iteration 1/1 ·" in line], final
+    assert any("Iteration 1/1 completed in" in line for line in final)
+    assert proc.returncode == 0
+
+
+def test_no_escape_sequence_when_stderr_is_a_pipe(workspace, agent):
+    agent.script({"actions": [{"sleep": 1.5}]})
+    proc = run_rooda("build", "-n", "1", "--ai-cmd", agent.cmd, cwd=workspace, env=agent.env)
+    assert proc.returncode == 0
+    assert b"\x1b" not in proc.stderr and b"\r" not in proc.stderr
+
+
+def test_heartbeat_lines_in_a_pipe(workspace, agent):
+    write_config(workspace, {"loop": {"heartbeat": 1}})
+    agent.script({"actions": [{"out": "started\n"}, {"wait_for": "release"}]})
+    proc = start_rooda(agent, "-n", "1", cwd=workspace)
+    fcntl.fcntl(proc.stderr, fcntl.F_SETFL, os.O_NONBLOCK)
+    seen = b""
+    deadline = time.monotonic() + 30
+    try:
+        while seen.count(b"still running") < 2 and time.monotonic() < deadline:
+            select.select([proc.stderr], [], [], 0.5)
+            try:
+                seen += proc.stderr.read() or b""
+            except (IOError, TypeError):
+                pass
+    finally:
+        release(agent)
+    proc.wait(timeout=30)
+    seen += proc.stderr.read() or b""
+    lines = re.findall(rb"\] (Iteration 1/1 still running \([^)]*\))", seen)
+    assert len(lines) >= 2, seen
+    assert re.match(rb"Iteration 1/1 still running \(\d+\.\ds, \d+ B output\)", lines[0])
+    assert b"\x1b" not in seen
+
+
+def test_heartbeat_0_turns_them_off(workspace, agent):
+    write_config(workspace, {"loop": {"heartbeat": 0}})
+    agent.script({"actions": [{"sleep": 1.5}]})
+    proc = run_rooda("build", "-n", "1", "--ai-cmd", agent.cmd, cwd=workspace, env=agent.env)
+    assert proc.returncode == 0 and b"still running" not in proc.stderr
+
+
+def test_a_failing_gate_and_a_wait_announce_themselves(workspace, agent, capfd):
+    agent.script({}, {})
+    code, _, err = run_main(capfd, "build", "-n", "2", "--ai-cmd", agent.cmd, "--delay", "1",
+                            "--verify", "echo 'FAILED test_x - boom'; exit 2", "--failure-threshold", "5")
+    assert re.search(r"\] verify: echo 'FAILED test_x - boom'; exit 2 failed \(exit 2\) in \d+\.\ds:"
+                     r" FAILED test_x - boom\n", err)
+    assert "] Waiting 1s before iteration 2\n" in err
+
+
+# --- status ------------------------------------------------------------------------------
+
+def status(cwd, *args):
+    proc = run_rooda("status", *args, cwd=str(cwd))
+    return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+
+
+def status_json(cwd, logs):
+    code, out, err = status(cwd, "--json", "--log-dir", logs)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_status_of_a_live_run_in_another_process(workspace, agent, tmp_path):
+    logs = tmp_path / "logs"
+    agent.script({"actions": [{"touch": "ready"}, {"wait_for": "release"}]})
+    proc = start_rooda(agent, "-n", "3", "--log-dir", logs, cwd=workspace)
+    try:
+        agent.wait_for("ready")
+        live = status_json(workspace, logs)
+        assert live["state"] == "running" and live["pid"] == proc.pid
+        assert (live["procedure"], live["iteration"], live["max_iterations"]) == ("build", 1, 3)
+        assert live["status"] is None and live["last_event"] == "iteration_start"
+        code, text, _ = status(workspace, "--log-dir", logs)
+        assert "running (pid %d), iteration 1/3 under way" % proc.pid in text
+    finally:
+        release(agent)
+    proc.wait(timeout=30)
+    ended = status_json(workspace, logs)
+    assert (ended["state"], ended["status"], ended["exit_code"]) == ("ended", "completed", 0)
+    assert (ended["iterations"], ended["successes"], ended["failures"]) == (3, 3, 0)
+
+
+def test_status_of_aborted_interrupted_and_killed_runs(workspace, agent, tmp_path):
+    logs = tmp_path / "logs"
+    agent.script({"exit": 1})
+    run_rooda("build", "--ai-cmd", agent.cmd, "--log-dir", logs, cwd=workspace, env=agent.env)
+    aborted = status_json(workspace, logs)
+    assert (aborted["status"], aborted["exit_code"], aborted["failures"]) == ("aborted", 1, 3)
+
+    agent.script({"actions": [{"touch": "ready-2"}, {"sleep": 60}]})
+    proc = start_rooda(agent, "--log-dir", logs, cwd=workspace)
+    agent.wait_for("ready-2")
+    interrupt(proc, signal.SIGINT)
+    interrupted = status_json(workspace, logs)
+    assert (interrupted["status"], interrupted["exit_code"]) == ("interrupted", 130)
+
+    agent.script({"actions": [{"touch": "ready-3"}, {"sleep": 60}]})
+    proc = start_rooda(agent, "--log-dir", logs, cwd=workspace)
+    agent.wait_for("ready-3")
+    proc.kill()
+    proc.wait()
+    os.killpg(agent.pid(agent.calls), signal.SIGKILL)
+    killed = status_json(workspace, logs)
+    assert killed["state"] == "killed" and killed["status"] is None
+    code, text, _ = status(workspace, "--log-dir", logs)
+    assert code == 0 and "ended without a session_end (killed?); it was in iteration 1" in text
+    code, rows, _ = status(workspace, "--all", "--log-dir", logs)
+    assert [row.split()[4] for row in rows.splitlines()] == ["killed", "interrupted", "aborted"]
+    code, lines, _ = status(workspace, "--all", "--json", "--log-dir", logs)
+    assert [json.loads(line)["state"] for line in lines.splitlines()] == ["killed", "ended", "ended"]
+
+
+def test_status_reports_usage_and_skips_lines_it_cannot_parse(workspace, tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    lines = [{"event": "session_start", "time": "2026-11-24T10:00:00.000Z", "procedure": "build",
+              "pid": 999999999, "max_iterations": 5},
+             {"event": "iteration_start", "time": "2026-11-24T10:00:01.000Z", "iteration": 1},
+             {"event": "iteration_end", "time": "2026-11-24T10:01:00.000Z", "iteration": 1,
+              "outcome": "success", "usage": {"input_tokens": 1000, "output_tokens": 200,
+                                              "cost_usd": 0.25, "model": "m"}}]
+    text = "\n".join(json.dumps(line) for line in lines) + "\nnot json\n{\"event\": \"iteration_st"
+    (logs / "session-20261124-100000.jsonl").write_text(text)
+    summary = status_json(workspace, logs)
+    assert summary["skipped_lines"] == 2 and summary["state"] == "killed"
+    assert summary["usage"]["cost_usd"] == 0.25 and summary["usage"]["input_tokens"] == 1000
+    code, text, _ = status(workspace, "--log-dir", logs)
+    assert "usage       1.2k tokens · $0.25 · m" in text and "2 lines that did not parse" in text
+
+
+def test_status_without_logs_says_so_with_exit_1(workspace, tmp_path):
+    code, out, err = status(workspace, "--log-dir", tmp_path / "nothing-here")
+    assert code == 1 and out == "" and "no log directory at " in err
+    (tmp_path / "empty").mkdir()
+    code, out, err = status(workspace, "--log-dir", tmp_path / "empty")
+    assert code == 1 and "no session logs in " in err and "Traceback" not in err
+
+
+def test_status_uses_the_log_directory_a_run_from_here_would_use(workspace, agent, tmp_path):
+    logs = tmp_path / "configured-logs"
+    write_config(workspace, {"loop": {"log_dir": str(logs)}})
+    env = dict(os.environ, **agent.env)
+    env.pop("ROODA_LOOP_LOG_DIR")
+    subprocess.run([sys.executable, ROODA, "build", "-n", "1", "--ai-cmd", agent.cmd], cwd=str(workspace),
+                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+    proc = subprocess.run([sys.executable, ROODA, "status", "--json"], cwd=str(workspace), env=env,
+                          stdout=subprocess.PIPE, timeout=30)
+    assert json.loads(proc.stdout.decode())["session"].startswith(str(logs))
