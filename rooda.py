@@ -1266,10 +1266,10 @@ def validate_config(data: dict, report: Callable[[tuple, str], None]) -> None:
                 problem = check(value)
                 if problem:
                     report(where + (key,), problem)
-        missing = [phase for phase in PHASES if procedure.get(phase) is None]  # invalid: said already
-        if missing:
-            report(where, "missing %s: every procedure needs the four phases observe, orient,"
-                   " decide and act" % ", ".join(missing))
+        # A phase may be empty or absent (the Go rooda allows it), the procedure not.
+        if not any(procedure.get(phase) for phase in PHASES):
+            report(where, "has no fragment in any phase; give observe, orient, decide or act at"
+                   " least one")
 
 
 # ----------------------------------------------------------------------
@@ -1304,8 +1304,9 @@ class Config(Record):
     provenance: Dict[tuple, Tuple[str, Optional[str], Optional[int], Optional[int]]]
     sources: Dict[str, List[str]]
     files: List[Tuple[str, str]]
+    warnings: List[str]             # `file:line:col: warning: ...` (the Go rooda's old keys)
 
-    __slots__ = ("data", "provenance", "sources", "files")
+    __slots__ = ("data", "provenance", "sources", "files", "warnings")
 
     def loop(self, key: str) -> Any:
         """A loop setting, falling back to the built-in default when a tier unset it."""
@@ -1458,17 +1459,95 @@ def global_config_dir(environ: Mapping[str, str]) -> str:
     return os.path.join(os.path.expanduser("~"), ".config", "rooda")
 
 
+# The Go rooda's built-in fragments -- `builtin:fragments/<phase>/<name>.md`, the 57 names
+# its 16 built-in procedures use -- and the shipped fragment (prompts/<phase>/) that does
+# the same job. Several names may share one fragment; a phase lists it once. The table is
+# printed in the README ("Configs written for the Go rooda").
+GO_BUILTIN_FRAGMENTS = {
+    "observe": {
+        "study_agents_md": "agents-md", "scan_repo_structure": "repository",
+        "detect_build_system": "repository", "detect_work_tracking": "tracker",
+        "query_work_tracking": "tracker", "study_specs": "specs", "study_impl": "code",
+        "study_task_details": "plan", "study_draft_plan": "plan", "study_task_input": "request",
+        "run_tests": "checks", "run_lints": "checks", "verify_commands": "checks",
+    },
+    "orient": {
+        "compare_detected_vs_documented": "agents-drift", "compare_documented_vs_actual": "agents-drift",
+        "identify_drift": "agents-drift", "evaluate_against_quality_criteria": "quality-criteria",
+        "understand_task_requirements": "task", "understand_feature_requirements": "feature",
+        "understand_bug_root_cause": "fix", "search_codebase": "affected",
+        "identify_affected_files": "affected", "identify_affected_specs": "affected",
+        "identify_affected_code": "affected", "identify_spec_deficiencies": "spec-quality",
+        "parse_plan_tasks": "plan-vs-tracker", "map_to_work_tracking_format": "plan-vs-tracker",
+        "identify_specified_but_not_implemented": "spec-to-impl",
+        "identify_implemented_but_not_specified": "impl-to-spec",
+        "identify_structural_issues": "refactor", "identify_duplication": "refactor",
+        "identify_code_smells": "impl-quality", "identify_complexity_issues": "impl-quality",
+        "identify_maintenance_needs": "chore", "understand_chore_request": "chore",
+        "understand_refactor_request": "refactor",
+    },
+    "decide": {
+        "determine_sections_to_update": "agents-sync", "decide_signal": "signal",
+        "pick_task": "task", "plan_implementation_approach": "impl-changes",
+        "break_down_into_tasks": "plan", "prioritize_tasks": "plan", "prioritize_findings": "findings",
+        "prioritize_gaps_by_impact": "findings", "identify_issues": "findings",
+        "categorize_drift_severity": "findings", "determine_import_strategy": "publish",
+    },
+    "act": {
+        "write_agents_md": "write-agents-md", "commit_changes": "commit", "emit_signal": "signals",
+        "modify_files": "implement", "run_tests": "implement", "update_work_tracking": "implement",
+        "create_work_items": "publish-plan", "update_draft_plan_status": "publish-plan",
+        "write_audit_report": "write-report", "write_gap_report": "write-report",
+        "write_draft_plan": "write-draft-plan",
+    },
+}
+# What a Go name's fragment needs that the Go config cannot say.
+GO_FRAGMENT_PARAMETERS = {
+    "write-report": {"report": "that AGENTS.md names for audit reports (else audits/report.md)"},
+}
+
+
+def _resolve_builtin(target: str) -> Tuple[str, Optional[Dict[str, str]], bool]:
+    """A `builtin:` path as (file, default parameters, whether it is a Go built-in name):
+    `builtin:prompts/act/signals.md` is the shipped file itself; `builtin:fragments/<phase>/
+    <name>.md` a Go rooda name from GO_BUILTIN_FRAGMENTS (or a shipped file so named).
+    A name neither knows is a ValueError that proposes the nearest one."""
+    name = target[len("builtin:"):].lstrip("/")
+    if name.startswith("prompts/"):
+        return os.path.join(ROODA_DIR, "prompts", name[len("prompts/"):]), None, False
+    rest = name[len("fragments/"):] if name.startswith("fragments/") else name
+    phase, _, file_name = rest.partition("/")
+    stem = file_name[:-3] if file_name.endswith(".md") else file_name
+    table = GO_BUILTIN_FRAGMENTS.get(phase, {})
+    if stem in table:
+        shipped = table[stem]
+        parameters = GO_FRAGMENT_PARAMETERS.get(shipped)
+        return os.path.join(ROODA_DIR, "prompts", phase, shipped + ".md"), \
+            dict(parameters) if parameters else None, True
+    own = os.path.join(ROODA_DIR, "prompts", rest)
+    if os.path.isfile(own):
+        return own, None, False
+    if phase not in PHASES:
+        raise ValueError("%s: no such built-in fragment (they are builtin:fragments/<phase>/<name>.md"
+                         " with a phase of %s)" % (target, ", ".join(PHASES)))
+    shipped_names = [f[:-3] for f in sorted(os.listdir(os.path.join(ROODA_DIR, "prompts", phase)))
+                     if f.endswith(".md")] if os.path.isdir(os.path.join(ROODA_DIR, "prompts", phase)) else []
+    near = closest(stem, list(table) + shipped_names)
+    raise ValueError("%s: no such built-in fragment%s" % (
+        target, "; did you mean 'builtin:fragments/%s/%s.md'?" % (phase, near) if near else ""))
+
+
 def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callable) -> object:
     """A phase value in its canonical form: a list of {path} / {content} fragments.
 
     Accepts a bare path (the Go rooda's v0.1 form), a list of paths, and a list of
-    {path, parameters} / {content} items. Relative paths resolve against `base`, the
-    directory of the file that names them; `builtin:X` names prompts/X beside rooda.py.
+    {path, parameters} / {content} items; an empty list is an empty phase. Relative
+    paths resolve against `base`, the directory of the file that names them; `builtin:`
+    names resolve to prompts/ beside rooda.py, Go rooda names through its table (a
+    shipped fragment that two Go names share is listed once).
     """
     items = value if isinstance(value, list) else [value]
-    if not items:
-        report(key_path, "needs at least one fragment")
-    fragments = []
+    fragments: List[dict] = []
     for index, item in enumerate(items):
         where = key_path + (index,) if isinstance(value, list) else key_path
         if isinstance(item, str):
@@ -1485,12 +1564,24 @@ def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callab
             report(where, "needs exactly one of 'path' and 'content'")
             continue
         fragment: dict = {}
+        defaults = None
         if "path" in item:
             target = item["path"]
             if not isinstance(target, str) or not target.strip():
                 report(where + ("path",), "must be a non-empty string")
                 continue
-            fragment["path"] = _resolve_fragment_path(target, base)
+            if target.startswith("builtin:"):
+                try:
+                    path, defaults, from_go = _resolve_builtin(target)
+                except ValueError as exc:
+                    report(where + ("path",), str(exc))
+                    fragments.append({"path": target})  # reported: the phase is not "empty"
+                    continue
+                if from_go and any(f.get("path") == path for f in fragments):
+                    continue  # two Go names, one shipped fragment: it is said once
+            else:
+                path = os.path.normpath(os.path.join(base, os.path.expanduser(target)))
+            fragment["path"] = path
         else:
             if not isinstance(item["content"], str):
                 report(where + ("content",), "must be a string, not %s" % _type_name(item["content"]))
@@ -1499,38 +1590,64 @@ def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callab
         parameters = item.get("parameters")
         if parameters is not None:
             if not isinstance(parameters, dict) or not all(
-                    isinstance(v, (str, int, float, bool)) for v in parameters.values()):
-                report(where + ("parameters",), "must be a mapping of names to scalar values")
+                    isinstance(v, (str, int, float, bool, list)) for v in parameters.values()):
+                report(where + ("parameters",), "must be a mapping of names to values")
                 continue
-            fragment["parameters"] = {str(k): _scalar_text(v) for k, v in parameters.items()}
+            defaults = dict(defaults or {})
+            defaults.update({str(k): _parameter_text(v) for k, v in parameters.items()})
+        if defaults:
+            fragment["parameters"] = defaults
         fragments.append(fragment)
     return fragments
 
 
-def _resolve_fragment_path(target: str, base: str) -> str:
-    if target.startswith("builtin:"):
-        name = target[len("builtin:"):].lstrip("/")
-        for prefix in ("prompts/", "fragments/"):
-            if name.startswith(prefix):
-                name = name[len(prefix):]
-        return os.path.join(ROODA_DIR, "prompts", name)
-    return os.path.normpath(os.path.join(base, os.path.expanduser(target)))
+def _parameter_text(value: object) -> str:
+    """A fragment parameter as the text that replaces {{.name}}; a list is comma-joined."""
+    if isinstance(value, list):
+        return ", ".join(_scalar_text(item) for item in value)
+    return _scalar_text(value)
 
 
-def _prepare_layer(raw: dict, base: str, report: Callable) -> dict:
-    """One file's data with its relative paths resolved against `base` (its directory)."""
+def _upgrade_settings(settings: dict, key_path: tuple, warn: Callable) -> dict:
+    """The Go rooda's spellings in a loop or procedure mapping, in today's words: an empty
+    ai_cmd / ai_cmd_alias means "not set here" (the tier below shows through), and v0.1's
+    default_iterations is default_max_iterations (its 0 meaning unlimited)."""
+    settings = dict(settings)
+    for key in ("ai_cmd", "ai_cmd_alias"):
+        if settings.get(key) == "":
+            del settings[key]
+    if "default_iterations" in settings:
+        count = settings.pop("default_iterations")
+        warn(key_path + ("default_iterations",), "default_iterations is the Go rooda v0.1 name;"
+             " read as default_max_iterations%s" % (" (0: iteration_mode unlimited)" if count == 0 else ""))
+        if count == 0:
+            settings.setdefault("iteration_mode", "unlimited")
+        else:
+            settings.setdefault("default_max_iterations", count)
+    return settings
+
+
+def _prepare_layer(raw: dict, base: str, report: Callable, warn: Callable) -> dict:
+    """One file's data with its relative paths resolved against `base` (its directory),
+    and the Go rooda's older keys read as today's (with a deprecation warning each)."""
     layer = dict(raw)
+    if "ai_tools" in layer:
+        warn(("ai_tools",), "ai_tools is the Go rooda v0.1 name; read as ai_cmd_aliases")
+        tools = layer.pop("ai_tools")
+        if isinstance(tools, dict) and isinstance(layer.get("ai_cmd_aliases", {}), dict):
+            layer["ai_cmd_aliases"] = dict(tools, **layer.get("ai_cmd_aliases", {}))
     loop = layer.get("loop")
-    if isinstance(loop, dict) and isinstance(loop.get("log_dir"), str):
-        loop = dict(loop)
-        loop["log_dir"] = os.path.normpath(os.path.join(base, os.path.expanduser(loop["log_dir"])))
+    if isinstance(loop, dict):
+        loop = _upgrade_settings(loop, ("loop",), warn)
+        if isinstance(loop.get("log_dir"), str):
+            loop["log_dir"] = os.path.normpath(os.path.join(base, os.path.expanduser(loop["log_dir"])))
         layer["loop"] = loop
     procedures = layer.get("procedures")
     if isinstance(procedures, dict):
         resolved = {}
         for name, procedure in procedures.items():
             if isinstance(procedure, dict):
-                procedure = dict(procedure)
+                procedure = _upgrade_settings(procedure, ("procedures", name), warn)
                 for phase in PHASES:
                     if procedure.get(phase) is not None:
                         procedure[phase] = _resolve_fragments(
@@ -1668,6 +1785,7 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
     sources: Dict[str, List[str]] = {}
     files: List[Tuple[str, str]] = []
     problems: list = []
+    warnings: List[str] = []
     builtin = {"loop": _copy(BUILTIN_LOOP),
                "ai_cmd_aliases": {name: preset[0] for name, preset in PRESETS.items()},
                "procedures": {}}
@@ -1689,7 +1807,12 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
             source = lines[line - 1] if line and line <= len(lines) else None
             problems.append((shown, line, col, "%s: %s" % (dotted(key_path), message), source))
 
-        layer = _prepare_layer(raw, os.path.dirname(path), report)
+        def warn(key_path: tuple, message: str, origin: Callable = origin, shown: str = shown) -> None:
+            _, _, line, col = origin(key_path)
+            where = ":".join(str(part) for part in (shown, line, col) if part is not None)
+            warnings.append("%s: warning: %s" % (where, message))
+
+        layer = _prepare_layer(raw, os.path.dirname(path), report, warn)
         _merge(data, layer, origin, provenance)
         files.append((tier, shown))
 
@@ -1701,7 +1824,8 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
         problems.append(("environment", None, None, message, None))
 
     _merge(data, _env_layer(variables, cwd, env_report), env_origin, provenance)
-    config = Config(data=data, provenance=provenance, sources=sources, files=files)
+    config = Config(data=data, provenance=provenance, sources=sources, files=files,
+                    warnings=warnings)
     validate_config(data, lambda key_path, message: problems.append(config.problem(key_path, message)))
     if problems:
         raise ConfigError.collect(problems)
@@ -1862,17 +1986,27 @@ def check_agent_program(agent: AgentCommand) -> None:
 # ----------------------------------------------------------------------
 
 def _apply_parameters(text: str, parameters: Dict[str, str], where: str) -> str:
-    """Replace the Go rooda's {{.name}} / {{ .name }} placeholders; an unknown one is an error."""
+    """Replace the Go rooda's {{.name}} / {{ .name }} placeholders. An unknown one is an
+    error, and so is any other Go template action ({{range}}, {{if}}, ...): rooda does not
+    run templates, and passing one to the agent as text would change the prompt silently."""
     import re
 
     def substitute(match: "re.Match[str]") -> str:
-        name = match.group(1)
+        action = match.group(0)
+        placeholder = re.fullmatch(r"\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}", action)
+        if placeholder is None:
+            construct = re.match(r"\{\{-?\s*(\w*)", action)
+            raise ConfigError("the Go template action %s is not supported: rooda replaces only"
+                              " {{.name}} placeholders (write the %s out in the fragment)" % (
+                                  action[:60], "'%s'" % construct.group(1) if construct and
+                                  construct.group(1) else "construct"), where)
+        name = placeholder.group(1)
         if name not in parameters:
             raise ConfigError("placeholder {{.%s}} has no parameter%s" % (
                 name, did_you_mean(name, parameters)), where)
         return parameters[name]
 
-    return re.sub(r"\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}", substitute, text)
+    return re.sub(r"\{\{.*?\}\}", substitute, text, flags=re.S)
 
 
 # Fragment texts by path, with the stat signature they were read under: a prompt is
@@ -4586,6 +4720,28 @@ def _fragment_names(plan: RunPlan) -> List[str]:
             for phase in PHASES for f in plan.fragments[phase]]
 
 
+def bare_signal_lines(plan: RunPlan) -> List[str]:
+    """Where the prompt has a promise marker alone on a line (the Go rooda's signal
+    fragment does): an agent that echoes its prompt would read as SUCCESS."""
+    markers = {m for strings in plan.signals.values() for m in strings}
+    sources: List[Tuple[str, str]] = []
+    if plan.prompt_text is not None:
+        sources.append(("the prompt from standard input", plan.prompt_text))
+    elif plan.prompt_file is not None:
+        sources.append((_display_path(plan.prompt_file, plan.cwd), read_text(plan.prompt_file, "prompt file")))
+    else:
+        for phase in PHASES:
+            for fragment, text in zip(plan.fragments[phase], read_fragments(plan.fragments[phase], phase)):
+                sources.append((_display_path(fragment["path"], plan.cwd) if "path" in fragment
+                                else "%s (inline content)" % phase, text))
+    found = []
+    for where, text in sources:
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip() in markers:
+                found.append("%s line %d: %s" % (where, number, line.strip()))
+    return found
+
+
 def _last_line(output: bytes, markers: Sequence[str]) -> str:
     """An output's last non-blank line that is not a bare promise marker, ≤ 200 chars."""
     for line in reversed(output.decode("utf-8", "replace").splitlines()):
@@ -5113,6 +5269,9 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
     else:
         progress.info("Starting procedure: %s (max %s)" % (plan.procedure, plural(cap, "iteration")))
     progress.info("Agent: %s (%s)" % (agent.display(), agent.source))
+    for place in bare_signal_lines(plan):
+        progress.warn("the prompt has a promise marker alone on a line (%s): an agent that echoes"
+                      " its prompt would read as done; put the marker inside a sentence" % place)
     if plan.max_cost is not None and (run.format is None or not run.format.reports_cost):
         progress.warn("max_cost is set, but the agent's output (%s format) reports no cost: the"
                       " budget cannot be enforced; use --max-time as well" % agent.format)
@@ -5618,6 +5777,14 @@ def _silence_stdout() -> None:
         pass
 
 
+def load_config_saying_warnings(options: Any) -> Config:
+    """load_config for a command: its warnings (the Go rooda's old keys) on stderr."""
+    config = load_config(options.config)
+    for warning in config.warnings:
+        sys.stderr.write(warning + "\n")
+    return config
+
+
 # Set by a run that ended on SIGINT/SIGTERM/SIGHUP: re-raised on rooda itself at exit.
 _FATAL_SIGNAL: Optional[int] = None
 
@@ -5626,7 +5793,7 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
                 prompt_file: Optional[str] = None) -> int:
     """Run a procedure's loop (or `prompt <file>`), or with --dry-run print its first prompt."""
     global _FATAL_SIGNAL
-    config = load_config(options.config)
+    config = load_config_saying_warnings(options)
     plan = plan_run(options, config, procedure_name, positional, prompt_file)
     if options.dry_run:
         agent = plan.agent.display() if plan.agent is not None else "(no agent found)"
@@ -5703,7 +5870,7 @@ def command_config(options: Any, procedure_name: Optional[str]) -> int:
     """Every resolved setting with the tier and file it came from (SPEC 2 `config`)."""
     import json
 
-    config = load_config(options.config)
+    config = load_config_saying_warnings(options)
     cwd = os.getcwd()
     rows: List[Tuple[str, object, str, Optional[str], Optional[int]]] = []
 
@@ -5762,7 +5929,7 @@ def command_config(options: Any, procedure_name: Optional[str]) -> int:
 
 def command_list(options: Any) -> int:
     """`list`: one line per procedure, `name  summary`, names padded to one column."""
-    procedures = load_config(options.config).data.get("procedures", {})
+    procedures = load_config_saying_warnings(options).data.get("procedures", {})
     width = max([len(name) for name in procedures] + [0])
     write_stdout("".join("%-*s  %s\n" % (width, name, (settings.get("summary") or "").strip())
                          for name, settings in sorted(procedures.items())))
@@ -5777,7 +5944,7 @@ def _wrap(text: str, indent: str = "  ") -> str:
 
 def command_info(options: Any, name: str) -> int:
     """`info <procedure>`: what it is, its fragments, its gates and its resolved settings."""
-    config = load_config(options.config)
+    config = load_config_saying_warnings(options)
     procedure = config.procedure(name)
     plan = plan_run(options, config, name, None)
     cwd = os.getcwd()
@@ -5888,6 +6055,8 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
     if config is not None:
         files = ", ".join("%s %s" % pair for pair in config.files) or "built-in only"
         report("ok", "config: valid (%s)" % files)
+        for warning in config.warnings:
+            report("warning", "config: " + warning.replace(": warning: ", ": ", 1))
     plan = None
     if config is not None and name is not None:
         try:
@@ -5902,8 +6071,12 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
                 report("error", "procedure %s: %s" % (name, exc))
                 break
         else:
-            report("ok", "procedure %s: four phases, %d fragments readable"
+            report("ok", "procedure %s: %d fragments readable"
                    % (name, sum(len(plan.fragments[p]) for p in PHASES)))
+            for place in bare_signal_lines(plan):
+                report("warning", "prompt: a promise marker alone on a line (%s): an agent that"
+                                  " echoes its prompt would read as done; put it inside a sentence"
+                       % place)
     agent = plan.agent if plan is not None else (
         resolve_agent(config, None, options.ai_cmd, options.ai_cmd_alias, options.ai_format)
         if config is not None else None)
@@ -5925,6 +6098,13 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
         if plan.iteration_timeout is None and plan.idle_timeout is None:
             report("warning", "no iteration timeout: an agent that hangs (network retries, a login"
                               " prompt) stalls the loop; set --timeout or loop.iteration_timeout")
+        if plan.idle_timeout is not None and agent is not None and agent.format == "text":
+            better = {name: preset[2] for name, preset in PRESETS.items()}.get(
+                agent.preset or os.path.basename(agent.argv[0]), "text")
+            report("warning", "idle timeout with a text agent: some CLIs (claude -p among them) print"
+                              " nothing until they finish, so a busy iteration looks idle; %s" % (
+                                  "read it as --ai-format %s (its preset does)" % better
+                                  if better != "text" else "prefer --timeout"))
         gates = plan.gates
         repo, why = find_repository(cwd)
         if gates.need_git():

@@ -82,6 +82,14 @@ def isolated_environment(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture
+def global_dir(tmp_path, monkeypatch):
+    directory = tmp_path / "global-config"
+    directory.mkdir()
+    monkeypatch.setenv("ROODA_CONFIG_HOME", str(directory))
+    return directory
+
+
+@pytest.fixture
 def agent(tmp_path, monkeypatch):
     state = tmp_path / "agent-state"
     state.mkdir()

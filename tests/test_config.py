@@ -24,12 +24,6 @@ def phases(directory, text="fragment"):
     return {phase: "fragment.md" for phase in ("observe", "orient", "decide", "act")}
 
 
-@pytest.fixture
-def global_dir(tmp_path, monkeypatch):
-    directory = tmp_path / "global-config"
-    directory.mkdir()
-    monkeypatch.setenv("ROODA_CONFIG_HOME", str(directory))
-    return directory
 
 
 def test_each_tier_overrides_the_one_below_it(workspace, global_dir, capfd, monkeypatch):
@@ -171,7 +165,8 @@ def test_all_problems_of_all_files_are_reported_then_exit_2(workspace, global_di
     assert "%s:2:3: loop.delay: must be a number of seconds, not a string" % (global_dir / "rooda-config.yml") \
         in first_lines
     assert "rooda-config.yml:2:3: loop.backof: unknown key; did you mean 'backoff'?" in first_lines
-    assert "rooda-config.yml:5:5: procedures.x.observe: needs at least one fragment" in first_lines
+    assert "rooda-config.yml:4:3: procedures.x: has no fragment in any phase; give observe, orient," \
+        " decide or act at least one" in first_lines  # an empty phase alone is fine (SPEC 3 rev 2)
 
 
 def test_a_placeholder_without_parameter_is_a_config_error(workspace, capfd):

@@ -43,6 +43,11 @@ def test_every_fragment_file_is_used_and_every_used_file_exists():
                 assert fragment["path"].startswith(os.path.join(ROOT, "prompts", phase)), \
                     "a fragment of %s lives outside prompts/%s/" % (phase, phase)
                 used.add(os.path.realpath(fragment["path"]))
+    for phase, table in rooda.GO_BUILTIN_FRAGMENTS.items():  # the Go rooda's names use some too
+        for shipped in table.values():
+            path = os.path.join(ROOT, "prompts", phase, shipped + ".md")
+            assert os.path.isfile(path), path
+            used.add(os.path.realpath(path))
     on_disk = {os.path.realpath(os.path.join(folder, name))
                for folder, _, names in os.walk(os.path.join(ROOT, "prompts")) for name in names}
     assert on_disk - used == set(), "fragments no procedure uses"
