@@ -4060,13 +4060,42 @@ def _packed_refs(common_dir: str) -> Dict[str, str]:
     return refs
 
 
+# The last answer of read_head per repository, with the stat signatures of the files it
+# came from: git replaces a ref by renaming a new file over it (a new inode), so an
+# unchanged signature is an unchanged answer -- two stats instead of two reads.
+_HEADS: Dict[str, Tuple[tuple, Optional[str]]] = {}
+
+
+def _signature(path: str) -> Optional[tuple]:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_ino, info.st_mtime_ns, info.st_size)
+
+
 def read_head(repo: GitRepository) -> Optional[str]:
     """HEAD's commit id from the repository's files (HEAD, loose refs, packed-refs), as
     `git rev-parse HEAD` would say it; None on an unborn branch. Where the files cannot
     say (a reftable, something unexpected), git is asked."""
+    cached = _HEADS.get(repo.git_dir)
+    if cached is not None and all(_signature(path) == signature for path, signature in cached[0]):
+        return cached[1]
+    watched: List[Tuple[str, Optional[tuple]]] = []
+    value = _read_head_files(repo, watched)
+    if watched:
+        _HEADS[repo.git_dir] = (tuple(watched), value)
+    return value
+
+
+def _read_head_files(repo: GitRepository, watched: List[Tuple[str, Optional[tuple]]]) -> Optional[str]:
+    """read_head's work; `watched` collects the files the answer depends on (emptied when
+    git had to be asked: that answer is not cached)."""
     if not repo.reftable:
         try:
-            with open(os.path.join(repo.git_dir, "HEAD"), "rb") as stream:
+            head = os.path.join(repo.git_dir, "HEAD")
+            watched.append((head, _signature(head)))
+            with open(head, "rb") as stream:
                 value = stream.read().decode("ascii").strip()
             for _ in range(5):  # a symbolic ref may point at another one
                 if not value.startswith("ref:"):
@@ -4074,9 +4103,12 @@ def read_head(repo: GitRepository) -> Optional[str]:
                         return value
                     break
                 name = value[4:].strip()
-                base = repo.git_dir if name.startswith(_PER_WORKTREE_REFS) else repo.common_dir
+                ref = os.path.join(repo.git_dir if name.startswith(_PER_WORKTREE_REFS) else repo.common_dir,
+                                   name)
+                packed_path = os.path.join(repo.common_dir, "packed-refs")
+                watched += [(ref, _signature(ref)), (packed_path, _signature(packed_path))]
                 try:
-                    with open(os.path.join(base, name), "rb") as stream:
+                    with open(ref, "rb") as stream:
                         value = stream.read().decode("ascii").strip()
                 except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
                     packed = _packed_refs(repo.common_dir).get(name)
@@ -4085,6 +4117,7 @@ def read_head(repo: GitRepository) -> Optional[str]:
                     value = packed
         except (OSError, UnicodeDecodeError):
             pass
+    del watched[:]
     result = git(["rev-parse", "-q", "--verify", "HEAD"], repo.top)
     return result.out.strip() if result.exit_code == 0 else None
 
@@ -4785,6 +4818,7 @@ class _Run:
         self.during: Optional[int] = None   # the iteration under way (for "interrupted during")
         self.cost_unknown_said = False
         self.markers = [m for strings in plan.signals.values() for m in strings]
+        self.fragment_names = _fragment_names(plan)  # for the logs: the same every iteration
 
     # -- gates and git --------------------------------------------------------------------
 
@@ -4965,7 +4999,7 @@ class _Run:
                 RULE, number, RULE, plan.procedure, local_time(), THIN_RULE))
             log.event("iteration_start", iteration=number,
                       prompt_sha256=hashlib.sha256(prompt_bytes).hexdigest(),
-                      prompt_bytes=len(prompt_bytes), fragments=_fragment_names(plan))
+                      prompt_bytes=len(prompt_bytes), fragments=self.fragment_names)
         scanner = SignalScanner({SIGNAL_SUCCESS: plan.signals["success"],
                                  SIGNAL_FAILURE: plan.signals["failure"]}, prompt)
         reader = self.reader(prompt)

@@ -15,6 +15,9 @@ the same run:
   4. memory: rooda's peak RSS with 1 MiB and with 1 GiB of agent output
   5. signal latency: SIGINT to rooda while a cooperative agent runs, until rooda has
      exited and the agent's process group is empty
+  6. a structured stream: 1 GiB of Claude Code stream-json (tool results of ~450 KB
+     between small assistant events) through rooda -v --ai-format claude, against the
+     same bytes read as text; peak RSS for 1 MiB and 1 GiB of it
 
 Standard library only; never fails on a figure (machines are noisy): it prints them.
 `--quick` uses fewer runs and 256 MiB for the streaming row; `--rows 2,3` runs only
@@ -36,9 +39,9 @@ PYTHON = sys.executable
 QUICK = "--quick" in sys.argv
 # --rows 2,3 runs only those rows (while working on one figure)
 ROWS = {int(r) for r in sys.argv[sys.argv.index("--rows") + 1].split(",")} if "--rows" in sys.argv \
-    else {1, 2, 3, 4, 5}
+    else {1, 2, 3, 4, 5, 6}
 TARGETS = {"startup_ms": 35.0, "iteration_ratio": 0.6, "stream_ratio": 0.4, "rss_ratio": 1.3,
-           "signal_ms": 100.0}
+           "signal_ms": 100.0, "structured_mbps": 200.0}
 
 WRITER = r'''
 import os, sys
@@ -76,6 +79,36 @@ for _ in range(int(sys.argv[1])):
                 os.close(fd)
                 left -= 1
     os.waitpid(pid, 0)
+'''
+
+# A Claude Code stream-json agent: `total` bytes of tool calls and tool results, then SUCCESS.
+CLAUDE_STREAM = r'''
+import json, os, sys
+total = int(sys.argv[1])
+text = "".join("line %d of a file the agent read, with \"quotes\" and a\ttab\n" % i for i in range(4000))
+def line(event):
+    return json.dumps(event).encode() + b"\n"
+user = line({"type": "user", "message": {"role": "user", "content": [
+    {"tool_use_id": "toolu_1", "type": "tool_result", "content": text}]},
+    "tool_use_result": {"stdout": text, "stderr": ""}})
+tool = line({"type": "assistant", "message": {"content": [
+    {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "pytest -q"}}]}})
+say = line({"type": "assistant", "message": {"content": [{"type": "text", "text": "Running the tests."}]}})
+block = say + tool + user
+def write(data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(1, view):]
+write(line({"type": "system", "subtype": "init", "model": "bench"}))
+written = 0
+while written < total:
+    part = block[:total - written]
+    write(part)
+    written += len(part)
+write(b"\n" + line({"type": "assistant", "message": {"content": [{"type": "text",
+                                                                  "text": "<promise>SUCCESS</promise>"}]}}))
+write(line({"type": "result", "subtype": "success", "is_error": False, "total_cost_usd": 0.5,
+            "num_turns": 3, "usage": {"input_tokens": 10, "output_tokens": 5}}))
 '''
 
 SLEEPER = r'''
@@ -339,6 +372,35 @@ def row_signal(rounds, work):
     return {"signal_ms": latency}
 
 
+def row_structured(rounds, work, size):
+    agent_script = os.path.join(work, "claude_stream.py")
+    with open(agent_script, "w") as stream:
+        stream.write(CLAUDE_STREAM)
+    agent = "%s %s %%d" % (PYTHON, agent_script)
+
+    def rooda(nbytes, agent_format):
+        return [PYTHON, ROODA, "build", "-n", "1", "-v", "--no-log", "--ai-format", agent_format,
+                "--ai-cmd", agent % nbytes], {"cwd": work}
+
+    times = interleaved({
+        "text_0": rooda(0, "text"), "text": rooda(size, "text"),
+        "claude_0": rooda(0, "claude"), "claude": rooda(size, "claude"),
+    }, rounds)
+    mbps = {name: size / max(times[name] - times[name + "_0"], 1e-6) / 1e6 for name in ("text", "claude")}
+    rss = {}
+    for label, nbytes in (("1 MiB", 1 << 20), ("1 GiB", 1 << 30)):
+        argv, _ = rooda(nbytes, "claude")
+        rss[label] = statistics.median(peak_rss_kib(argv, work) for _ in range(3)) / 1024
+    print("6. structured (%4d MiB) rooda -v, read as text       %8.0f MB/s" % (size >> 20, mbps["text"]))
+    print("                         rooda -v, claude format     %8.0f MB/s  ratio %.2f   target >= %.0f MB/s: %s"
+          % (mbps["claude"], mbps["claude"] / mbps["text"], TARGETS["structured_mbps"],
+             verdict(mbps["claude"] >= TARGETS["structured_mbps"])))
+    print("                         peak RSS, 1 MiB / 1 GiB      %6.1f / %.1f MiB  ratio %.2f"
+          % (rss["1 MiB"], rss["1 GiB"], rss["1 GiB"] / rss["1 MiB"]))
+    return {"structured_mbps": mbps["claude"], "structured_text_mbps": mbps["text"],
+            "structured_rss_ratio": rss["1 GiB"] / rss["1 MiB"]}
+
+
 def main():
     started = time.monotonic()
     rounds = 5 if QUICK else 11
@@ -360,6 +422,8 @@ def main():
             figures.update(row_memory(3, work))
         if 5 in ROWS:
             figures.update(row_signal(rounds, work))
+        if 6 in ROWS:
+            figures.update(row_structured(3 if QUICK else 5, work, (256 if QUICK else 1024) << 20))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("\n(%.0f s)" % (time.monotonic() - started))
