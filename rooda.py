@@ -61,8 +61,8 @@ __all__ = [
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only; never imported at run time (start-up cost)
-    from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, TextIO,
-                        Tuple)
+    from typing import (Any, Callable, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence,
+                        TextIO, Tuple)
 
 
 # ----------------------------------------------------------------------
@@ -1370,7 +1370,8 @@ def _json_positions(text: str) -> Dict[tuple, Tuple[int, int]]:
         if top and top[0] == "array" and token not in ("]", ","):
             positions[top[1] + (top[2],)] = where(match.start())
         if token in ("{", "["):
-            stack.append(["object" if token == "{" else "array", child_path(), 0 if token == "[" else None, True])
+            stack.append(["object" if token == "{" else "array", child_path(),
+                          0 if token == "[" else None, True])
         elif token in ("}", "]"):
             stack.pop()
         elif token == ",":
@@ -1901,7 +1902,8 @@ def infer_format(argv: Sequence[str]) -> Optional[str]:
     return None
 
 
-def alias_definition(aliases: Mapping[str, Any], name: str) -> Optional[Tuple[str, str, Dict[str, str], Optional[str]]]:
+def alias_definition(aliases: Mapping[str, Any], name: str
+                     ) -> Optional[Tuple[str, str, Dict[str, str], Optional[str]]]:
     """(name, command, environment, format) of an alias -- a command string, or a mapping
     {command, format, env} -- or None. A preset unchanged keeps its own env and format."""
     if name not in aliases and name in PRESET_ALIASES:
@@ -2286,6 +2288,16 @@ def _unwrap_shell(command: object) -> str:
     return _one_line(" ".join(argv))
 
 
+def _mapping(value: object) -> dict:
+    """A decoded JSON value as a mapping ({} when it is something else): CLIs change
+    their events, and a decoder must never fail on a field of an unexpected type."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list:
+    return value if isinstance(value, list) else []
+
+
 def _status_in(message: object) -> Optional[int]:
     """The HTTP status an error message names (`401`, `(429)`, `status: 429`), if any."""
     import re
@@ -2314,8 +2326,7 @@ def decode_claude(event: dict) -> Optional[list]:
     """Claude Code `-p --output-format stream-json --verbose` (also Qwen Code, Amp)."""
     kind = event.get("type")
     if kind == "assistant":
-        message = event.get("message") or {}
-        blocks = [b for b in message.get("content") or () if isinstance(b, dict)]
+        blocks = [b for b in _list(_mapping(event.get("message")).get("content")) if isinstance(b, dict)]
         texts = [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
         if event.get("error"):  # a synthetic message that carries an API error
             text = " ".join(texts) or str(event["error"])
@@ -2328,9 +2339,9 @@ def decode_claude(event: dict) -> Optional[list]:
                 events.append((EV_TOOL, str(block.get("name") or "tool"), _tool_detail(block.get("input"))))
         return events
     if kind == "user":
-        content = (event.get("message") or {}).get("content")
+        content = _mapping(event.get("message")).get("content")
         events = []
-        for block in content if isinstance(content, list) else ():
+        for block in _list(content):
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 text = _text_of(block.get("content"))
                 failed = block.get("is_error") is True
@@ -2346,7 +2357,7 @@ def decode_claude(event: dict) -> Optional[list]:
                 event.get("max_retries"), (_number(event.get("retry_delay_ms")) or 0) / 1000))]
         return []
     if kind == "rate_limit_event":
-        info = event.get("rate_limit_info") or {}
+        info = _mapping(event.get("rate_limit_info"))
         if info.get("status") == "rejected":
             return [(EV_LIMIT, str(info.get("rateLimitType") or "rate_limit"), None,
                      _number(info.get("resetsAt")))]
@@ -2357,9 +2368,10 @@ def decode_claude(event: dict) -> Optional[list]:
                 " (%.0f%% used)" % (used * 100) if used is not None else ""))]
         return []
     if kind == "result":
-        usage = event.get("usage") or {}
+        usage = _mapping(event.get("usage"))
         models = event.get("modelUsage")
-        figures = {"input_tokens": _number(usage.get("input_tokens")),
+        figures: Dict[str, Any] = {
+                   "input_tokens": _number(usage.get("input_tokens")),
                    "output_tokens": _number(usage.get("output_tokens")),
                    "cache_read_tokens": _number(usage.get("cache_read_input_tokens")),
                    "cache_write_tokens": _number(usage.get("cache_creation_input_tokens")),
@@ -2367,18 +2379,24 @@ def decode_claude(event: dict) -> Optional[list]:
                    "turns": _number(event.get("num_turns"))}
         if isinstance(models, dict) and models:
             figures["model"] = ", ".join(models)
+        # Qwen Code writes this shape with the cached tokens inside input_tokens (its
+        # total_tokens says so); Claude Code keeps them apart.
+        total = _number(usage.get("total_tokens"))
+        if total is not None and figures["input_tokens"] is not None and figures["cache_read_tokens"] and \
+                figures["input_tokens"] + (figures["output_tokens"] or 0) == total:
+            figures["input_tokens"] -= figures["cache_read_tokens"]
         events = [(EV_USAGE, {k: v for k, v in figures.items() if v is not None}, False)]
-        text = event.get("result") if isinstance(event.get("result"), str) else None
+        final = event.get("result") if isinstance(event.get("result"), str) else None
         if event.get("is_error") is True:
-            errors = event.get("errors") if isinstance(event.get("errors"), list) else []
-            message = text or "; ".join(str(e) for e in errors) or str(event.get("subtype") or "error")
+            errors = _list(event.get("errors"))
+            message = final or "; ".join(str(e) for e in errors) or str(event.get("subtype") or "error")
             status = _number(event.get("api_error_status"))
-            events.append((EV_ERROR, message, int(status) if status else _status_in(text), None))
-        elif text is not None and text.startswith("[API Error"):
+            events.append((EV_ERROR, message, int(status) if status else _status_in(final), None))
+        elif final is not None and final.startswith("[API Error"):
             # Qwen Code reports a failed request as a successful result (exit 0).
-            events.append((EV_ERROR, text, _status_in(text), None))
+            events.append((EV_ERROR, final, _status_in(final), None))
         else:
-            events.append((EV_RESULT, True, text))
+            events.append((EV_RESULT, True, final))
             return events
         events.append((EV_RESULT, False, None))
         return events
@@ -2401,7 +2419,7 @@ def skim_claude(line: bytes) -> Optional[list]:
 def decode_codex(event: dict) -> Optional[list]:
     """Codex `exec --json`."""
     kind = event.get("type")
-    item = event.get("item") if isinstance(event.get("item"), dict) else {}
+    item = _mapping(event.get("item"))
     item_type = item.get("type")
     if kind in ("thread.started", "turn.started", "item.updated"):
         return []
@@ -2419,7 +2437,7 @@ def decode_codex(event: dict) -> Optional[list]:
             return [(EV_TOOL_RESULT, len(output), failed, _one_line(output) if failed else "",
                      code if isinstance(code, int) else None)]
         if item_type == "file_change":
-            paths = [str(change.get("path")) for change in item.get("changes") or ()
+            paths = [str(change.get("path")) for change in _list(item.get("changes"))
                      if isinstance(change, dict) and change.get("path")]
             return [(EV_TOOL, "edit", ", ".join(paths))]
         if item_type == "mcp_tool_call":
@@ -2430,14 +2448,20 @@ def decode_codex(event: dict) -> Optional[list]:
             return [(EV_NOTICE, _one_line(item.get("message")))]
         return []
     if kind == "turn.completed":
-        usage = event.get("usage") or {}
-        figures = {"input_tokens": _number(usage.get("input_tokens")),
-                   "cache_read_tokens": _number(usage.get("cached_input_tokens")),
-                   "output_tokens": _number(usage.get("output_tokens")), "turns": 1}
+        usage = _mapping(event.get("usage"))
+        # input_tokens counts the cached ones too (OpenAI's usage); rooda's does not. A
+        # turn is not one model request, so no `turns`.
+        cached = _number(usage.get("cached_input_tokens"))
+        written = _number(usage.get("cache_write_input_tokens"))
+        total_input = _number(usage.get("input_tokens"))
+        figures = {"input_tokens": None if total_input is None else
+                   max(total_input - (cached or 0) - (written or 0), 0),
+                   "cache_read_tokens": cached, "cache_write_tokens": written,
+                   "output_tokens": _number(usage.get("output_tokens"))}
         return [(EV_USAGE, {k: v for k, v in figures.items() if v is not None}, True),
                 (EV_RESULT, True, None)]
     if kind == "turn.failed":
-        message = str((event.get("error") or {}).get("message") or "the turn failed")
+        message = str(_mapping(event.get("error")).get("message") or "the turn failed")
         return [(EV_ERROR, message, _status_in(message), None), (EV_RESULT, False, None)]
     if kind == "error":
         # Also sent for retried stream errors; turn.failed decides. Kept as the reason.
@@ -2460,22 +2484,23 @@ def decode_gemini(event: dict) -> Optional[list]:
     if kind == "tool_result":
         output = str(event.get("output") or "")
         failed = event.get("status") not in ("success", None)
-        error = event.get("error") if isinstance(event.get("error"), dict) else {}
+        error = _mapping(event.get("error"))
         return [(EV_TOOL_RESULT, len(output), failed,
                  _one_line(error.get("message") or output) if failed else "", None)]
     if kind == "error":
         return [(EV_NOTICE, _one_line(event.get("message")))]
     if kind == "result":
-        stats = event.get("stats") or {}
-        models = [name for name, figures in (stats.get("models") or {}).items()
+        stats = _mapping(event.get("stats"))
+        models = [name for name, figures in _mapping(stats.get("models")).items()
                   if isinstance(figures, dict) and figures.get("total_tokens")]
-        figures = {"input_tokens": _number(stats.get("input_tokens")),
+        cached = _number(stats.get("cached"))
+        total_input = _number(stats.get("input_tokens"))  # the cached ones included
+        figures = {"input_tokens": None if total_input is None else max(total_input - (cached or 0), 0),
                    "output_tokens": _number(stats.get("output_tokens")),
-                   "cache_read_tokens": _number(stats.get("cached")),
-                   "model": ", ".join(models) or None}
+                   "cache_read_tokens": cached, "model": ", ".join(models) or None}
         events: list = [(EV_USAGE, {k: v for k, v in figures.items() if v is not None}, False)]
         if event.get("status") == "error":
-            error = event.get("error") if isinstance(event.get("error"), dict) else {}
+            error = _mapping(event.get("error"))
             message = str(error.get("message") or "error")
             events += [(EV_ERROR, message, _status_in(message), error.get("type")),
                        (EV_RESULT, False, None)]
@@ -2488,7 +2513,7 @@ def decode_gemini(event: dict) -> Optional[list]:
 def decode_copilot(event: dict) -> Optional[list]:
     """GitHub Copilot CLI `--output-format json`."""
     kind = event.get("type")
-    data = event.get("data") if isinstance(event.get("data"), dict) else {}
+    data = _mapping(event.get("data"))
     if kind == "assistant.message":
         events: list = []
         if isinstance(data.get("model"), str):
@@ -2499,9 +2524,9 @@ def decode_copilot(event: dict) -> Optional[list]:
     if kind == "tool.execution_start":
         return [(EV_TOOL, str(data.get("toolName") or "tool"), _tool_detail(data.get("arguments")))]
     if kind == "tool.execution_complete":
-        result = data.get("result") if isinstance(data.get("result"), dict) else {}
+        result = _mapping(data.get("result"))
         text = str(result.get("content") or "")
-        shell = data.get("shellExecution") if isinstance(data.get("shellExecution"), dict) else {}
+        shell = _mapping(data.get("shellExecution"))
         code = shell.get("exitCode")
         failed = data.get("success") is False or (isinstance(code, int) and code != 0)
         return [(EV_TOOL_RESULT, len(text), failed, _one_line(text) if failed else "",
@@ -2526,23 +2551,23 @@ def decode_copilot(event: dict) -> Optional[list]:
 def decode_opencode(event: dict) -> Optional[list]:
     """OpenCode `run --format json`."""
     kind = event.get("type")
-    part = event.get("part") if isinstance(event.get("part"), dict) else {}
+    part = _mapping(event.get("part"))
     if kind == "text":
         return [(EV_TEXT, str(part.get("text") or ""), False)]
     if kind == "tool_use":
-        state = part.get("state") if isinstance(part.get("state"), dict) else {}
+        state = _mapping(part.get("state"))
         events: list = [(EV_TOOL, str(part.get("tool") or "tool"), _tool_detail(state.get("input")))]
         if state.get("status") in ("completed", "error"):
             output = str(state.get("output") or state.get("error") or "")
-            metadata = state.get("metadata") if isinstance(state.get("metadata"), dict) else {}
+            metadata = _mapping(state.get("metadata"))
             code = metadata.get("exit")
             failed = state.get("status") == "error" or (isinstance(code, int) and code != 0)
             events.append((EV_TOOL_RESULT, len(output), failed, _one_line(output) if failed else "",
                            code if isinstance(code, int) else None))
         return events
     if kind == "step_finish":
-        tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
-        cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+        tokens = _mapping(part.get("tokens"))
+        cache = _mapping(tokens.get("cache"))
         figures = {"input_tokens": _number(tokens.get("input")),
                    "output_tokens": _number(tokens.get("output")),
                    "cache_read_tokens": _number(cache.get("read")),
@@ -2553,8 +2578,8 @@ def decode_opencode(event: dict) -> Optional[list]:
             events.append((EV_RESULT, True, None))
         return events
     if kind == "error":
-        error = event.get("error") if isinstance(event.get("error"), dict) else {}
-        data = error.get("data") if isinstance(error.get("data"), dict) else {}
+        error = _mapping(event.get("error"))
+        data = _mapping(error.get("data"))
         message = str(data.get("message") or error.get("name") or "error")
         status = data.get("statusCode")
         return [(EV_ERROR, message, status if isinstance(status, int) else _status_in(message),
@@ -2817,7 +2842,9 @@ def _terminate_escapees(own_pids: Iterable[int], grace: float) -> None:
                     pass
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
-            _reap(escapees)
+            # Every adopted child, not only the escapees: one that outlived its parent is
+            # ours now, and its zombie would keep the group "alive" for the whole grace.
+            _reap(escapees | _adopted(own_pids))
             if not (_children() & escapees) and not any(_group_alive(g) for g in targets):
                 break
             time.sleep(GROUP_POLL_SECONDS)
@@ -3556,8 +3583,9 @@ class EventReader:
         elif kind == EV_LIMIT:
             self.limit = (event[1], event[2], event[3])
         elif kind == EV_ERROR:
+            if self.error is None or self.error[0] != event[1]:  # Claude says it twice
+                self._show("  ✗ error: " + _one_line(event[1], 400))
             self.error = (event[1], event[2], event[3])
-            self._show("  ✗ error: " + _one_line(event[1], 400))
         elif kind == EV_NOTICE:
             self.notice = event[1]
             self._show("  · " + _one_line(event[1], 400))
@@ -3575,7 +3603,9 @@ class EventReader:
             self.text_open = False
         elif text:
             self.text_open = not text.endswith("\n")
-        data = text.encode("utf-8", "replace")
+        self._emit(text.encode("utf-8", "replace"))
+
+    def _emit(self, data: bytes) -> None:
         if self.show is not None:
             self.show(data)
         self.rendered.append(data)
@@ -3603,11 +3633,12 @@ class EventReader:
             return StreamReport(signals=result.signals, tail=result.tail,
                                 own_text=result.tail[-LIMIT_SCAN_BYTES:], error=None, limit=None,
                                 cut_short=False, structured=False, usage=None, notice=None)
-        if self.text_open:
-            self._show("")
-        line = self.usage_line()
-        if line:
-            self._show(line)
+        if self.text_open:  # the assistant's last words did not end their line
+            self._emit(b"\n")
+            self.text_open = False
+        closing = self.usage_line()
+        if closing:
+            self._show(closing)
         self.usage.setdefault("tool_calls", self.tool_calls)
         return StreamReport(signals=self.scanner.finish(), tail=b"".join(self.rendered),
                             own_text=self.own_text, error=self.error, limit=self.limit,
@@ -3635,8 +3666,8 @@ def describe_usage(usage: Mapping[str, Any], tool_calls: Optional[int] = None) -
 
 def total_tokens(usage: Mapping[str, Any]) -> Optional[int]:
     """Input, output and cache tokens together; None when the agent reported none."""
-    known = [usage.get(name) for name in ("input_tokens", "output_tokens", "cache_read_tokens",
-                                          "cache_write_tokens") if usage.get(name) is not None]
+    known = [float(usage[name]) for name in ("input_tokens", "output_tokens", "cache_read_tokens",
+                                             "cache_write_tokens") if usage.get(name) is not None]
     return int(sum(known)) if known else None
 
 
@@ -3824,8 +3855,8 @@ def find_provider_trouble(report: StreamReport, exit_code: int, failed: bool, no
                 parse_reset_time(message, now)
             return ProviderTrouble(kind="limit", limit=kind, message=message, resets_at=resets)
     if report.limit is not None:
-        kind, text, resets = report.limit
-        return ProviderTrouble(kind="limit", limit=kind, message=text or message or kind,
+        kind, said, resets = report.limit
+        return ProviderTrouble(kind="limit", limit=kind, message=said or message or kind,
                                resets_at=resets)
     if not failed:
         return None
@@ -3833,10 +3864,10 @@ def find_provider_trouble(report: StreamReport, exit_code: int, failed: bool, no
         text = telling_line(report.own_text.decode("utf-8", "replace")) or "exit 41"
         return ProviderTrouble(kind="auth", limit=None, message=text, resets_at=None)
     text = report.own_text.decode("utf-8", "replace")
-    kind = limit_in_text(text)
-    if kind is not None:
-        return ProviderTrouble(kind="limit", limit=kind, message=_limit_line(text), resets_at=
-                               parse_reset_time(text, now))
+    named = limit_in_text(text)
+    if named is not None:
+        return ProviderTrouble(kind="limit", limit=named, message=_limit_line(text),
+                               resets_at=parse_reset_time(text, now))
     if auth_failure_in_text(text):
         return ProviderTrouble(kind="auth", limit=None, message=telling_line(text), resets_at=None)
     return None
@@ -4133,8 +4164,8 @@ def session_log_pathspecs(repo: GitRepository, log_dir: Optional[str]) -> List[s
     relative = os.path.relpath(os.path.realpath(log_dir), os.path.realpath(repo.top))
     if relative == ".." or relative.startswith(".." + os.sep):
         return []
-    prefix = "" if relative == "." else re.sub(r"([*?\[\\])", r"\\\1",
-                                                 relative.replace(os.sep, "/")) + "/"
+    escaped = re.sub(r"([*?\[\\])", r"\\\1", relative.replace(os.sep, "/"))
+    prefix = "" if relative == "." else escaped + "/"
     return [":(top,glob)%ssession-[0-9]*%s" % (prefix, suffix) for suffix in (".log", ".jsonl")]
 
 
@@ -4272,7 +4303,8 @@ class SessionLog:
         self.agent_fd: Optional[int] = None
         for attempt in range(1, 1000):
             base = stamp if attempt == 1 else "%s-%d" % (stamp, attempt)
-            names = [base + suffix for suffix in (".log", ".jsonl", "-agent.jsonl")[:3 if agent_stream else 2]]
+            suffixes = (".log", ".jsonl", "-agent.jsonl") if agent_stream else (".log", ".jsonl")
+            names = [base + suffix for suffix in suffixes]
             opened: List[int] = []
             try:
                 for name in names:
@@ -4575,6 +4607,14 @@ class Progress:
         self.drawn = True
 
 
+def _same_file(first: TextIO, second: TextIO) -> bool:
+    try:
+        one, two = os.fstat(first.fileno()), os.fstat(second.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False
+    return (one.st_dev, one.st_ino) == (two.st_dev, two.st_ino)
+
+
 def format_bytes(count: float) -> str:
     """812 B, 45.2 KB, 3.1 MB, 1.2 GB."""
     for unit in ("B", "KB", "MB", "GB"):
@@ -4732,8 +4772,8 @@ def build_prompt(plan: RunPlan, previous: Optional[IterationRecord]) -> str:
     """The prompt of the next iteration, with fragments read afresh."""
     if plan.prompt_file is not None or plan.prompt_text is not None:
         # The Ralph loop `cat PROMPT.md | agent`: the file as it is now, every iteration.
-        text = plan.prompt_text if plan.prompt_text is not None else \
-            read_text(plan.prompt_file, "prompt file")
+        text = read_text(plan.prompt_file, "prompt file") if plan.prompt_file is not None \
+            else plan.prompt_text or ""
         return ("## CONTEXT\n%s\n\n%s" % ("\n\n".join(plan.context), text)) if plan.context else text
     phases = {phase: read_fragments(plan.fragments[phase], phase) for phase in PHASES}
     feedback = None
@@ -4761,7 +4801,8 @@ def bare_signal_lines(plan: RunPlan) -> List[str]:
     if plan.prompt_text is not None:
         sources.append(("the prompt from standard input", plan.prompt_text))
     elif plan.prompt_file is not None:
-        sources.append((_display_path(plan.prompt_file, plan.cwd), read_text(plan.prompt_file, "prompt file")))
+        sources.append((_display_path(plan.prompt_file, plan.cwd),
+                        read_text(plan.prompt_file, "prompt file")))
     else:
         for phase in PHASES:
             for fragment, text in zip(plan.fragments[phase], read_fragments(plan.fragments[phase], phase)):
@@ -4786,8 +4827,8 @@ def _last_line(output: bytes, markers: Sequence[str]) -> str:
 
 def usage_suffix(usage: Optional[Mapping[str, Any]]) -> str:
     """` · 24.1k tokens · $0.31` for a progress line: only the parts the agent reported."""
-    if not usage:
-        return ""
+    if not usage or (not total_tokens(usage) and not usage.get("cost_usd")):
+        return ""  # nothing reported, or nothing spent (a request refused at a limit)
     parts = []
     tokens = total_tokens(usage)
     if tokens is not None:
@@ -4832,8 +4873,8 @@ class _Run:
         ticker = self.progress.begin(
             lambda: "%s: %s · %s" % (gate, _one_line(command, 60),
                                      format_duration(time.monotonic() - started)),
-            lambda: "%s: %s still running (%s)" % (gate, _one_line(command, 60),
-                                                 format_duration(time.monotonic() - started)))
+            lambda: "%s: %s still running (%s)" % (
+                gate, _one_line(command, 60), format_duration(time.monotonic() - started)))
         try:
             result = run_gate(gate, command, cwd=plan.cwd, guard=self.guard,
                               timeout=plan.gates.timeout, kill_grace=plan.kill_grace,
@@ -4854,9 +4895,10 @@ class _Run:
         elif result.seconds >= LONG_GATE_SECONDS:
             verdict = "passed" if result.exit_code == 0 or gate != GATE_VERIFY else "failed"
             if gate == GATE_DONE_WHEN:
-                verdict = "says done" if result.exit_code == 0 else "says not yet (exit %d)" % result.exit_code
-            self.progress.info("%s: %s %s in %s" % (gate, _one_line(command, 80), verdict,
-                                                   format_duration(result.seconds)))
+                verdict = "says done" if result.exit_code == 0 else \
+                    "says not yet (exit %d)" % result.exit_code
+            self.progress.info("%s: %s %s in %s" % (
+                gate, _one_line(command, 80), verdict, format_duration(result.seconds)))
         return result
 
     def run_git(self, args: List[str], env: Optional[Dict[str, str]] = None,
@@ -4953,8 +4995,8 @@ class _Run:
             pause = backoff_delay(plan.delay, plan.backoff, state.consecutive_failures)
             following = state.iteration + 1
             if pause >= 1:
-                self.progress.info("Waiting %s before iteration %d" % (format_budget(round(pause, 1)),
-                                                                   following))
+                self.progress.info("Waiting %s before iteration %d"
+                                   % (format_budget(round(pause, 1)), following))
             self.wait(pause, lambda left: "waiting before iteration %d · %s left" % (
                 following, format_duration(max(left, 0))),
                 lambda left: "Still waiting before iteration %d (%s left)" % (
@@ -5016,9 +5058,14 @@ class _Run:
         finally:
             progress.end()
         report = reader.finish(result)
+        if report.usage:  # spent whatever happens next, an interruption included
+            state.add_usage(report.usage)
+
+        def log_end(outcome: str, verified: Optional[bool] = None, reason: Optional[str] = None) -> None:
+            self.finish_log_iteration(number, result, report.signals, verified, outcome, head_before,
+                                      started, report.usage, reason)
         if result.interrupted is not None:
-            self.finish_log_iteration(number, result, report.signals, None, "interrupted", head_before, started,
-                                      report.usage, None)
+            log_end("interrupted")
             raise Interrupted(result.interrupted)
 
         success_said = SIGNAL_SUCCESS in report.signals
@@ -5027,7 +5074,7 @@ class _Run:
         trouble = find_provider_trouble(report, result.exit_code, agent_failed, time.time(),
                                         self.agent.preset)
         if trouble is not None and trouble.kind == "limit" and not success_said:
-            return self.limited(number, label, result, report, trouble, head_before, started)
+            return self.limited(label, report, trouble, started, log_end)
 
         verified, check = None, None
         feedback, source = report.tail, "the agent's"
@@ -5035,8 +5082,7 @@ class _Run:
             try:
                 check = self.gate(GATE_VERIFY, gates.verify)
             except Interrupted:
-                self.finish_log_iteration(number, result, report.signals, None, "interrupted", head_before, started,
-                                          report.usage, None)
+                log_end("interrupted")
                 raise
             verified = check.exit_code == 0
             if not verified:
@@ -5049,8 +5095,7 @@ class _Run:
                 git_problem = commit_and_push(lambda args, env=None: self.run_git(args, env, True),
                                               repo, gates, plan.procedure, number, plan.log_dir)
             except Interrupted:
-                self.finish_log_iteration(number, result, report.signals, verified, "interrupted", head_before,
-                                          started, report.usage, None)
+                log_end("interrupted", verified)
                 raise
             if git_problem:
                 outcome = FAILURE
@@ -5060,8 +5105,6 @@ class _Run:
         state.iteration = number
         state.limited, state.limited_since = 0, None
         state.durations.append(seconds)
-        if report.usage:
-            state.add_usage(report.usage)
         reason = None
         if outcome in FAILING_OUTCOMES:
             state.consecutive_failures += 1
@@ -5094,8 +5137,7 @@ class _Run:
             self.cost_unknown_said = True
             progress.warn("iteration %d: the agent reported no cost, so max_cost cannot be"
                           " checked against it" % number)
-        self.finish_log_iteration(number, result, report.signals, verified, outcome, head_before, started,
-                                  report.usage, "%s: %s" % reason if reason else None)
+        log_end(outcome, verified, "%s: %s" % reason if reason else None)
         if trouble is not None and trouble.kind == "auth":
             login = PRESET_LOGINS.get(self.agent.preset or "")
             self.stop(STATUS_ERROR, "the agent cannot authenticate: %s%s" % (
@@ -5139,14 +5181,12 @@ class _Run:
                 else "")
         return head, _last_line(report.tail, self.markers) or "(it printed nothing)"
 
-    def limited(self, number: int, label: str, result: AgentResult, report: StreamReport,
-                trouble: ProviderTrouble, head_before: Optional[str], started: float) -> bool:
+    def limited(self, label: str, report: StreamReport, trouble: ProviderTrouble, started: float,
+                log_end: Callable[..., None]) -> bool:
         """An iteration that ended at a provider limit (SPEC 13): not a failure, not a use
         of the cap. Wait it out and run the iteration again -- or stop with exit 4."""
         plan, state, progress = self.plan, self.state, self.progress
         seconds = time.monotonic() - started
-        if report.usage:
-            state.add_usage(report.usage)
         state.limited += 1
         if state.limited_since is None:
             state.limited_since = time.monotonic()
@@ -5154,8 +5194,7 @@ class _Run:
         wait = limit_wait_seconds(trouble.resets_at, state.limited, now)
         progress.info("Iteration %s completed in %s (%s)%s" % (
             label, format_duration(seconds), progress.outcome(LIMITED), usage_suffix(report.usage)))
-        self.finish_log_iteration(number, result, report.signals, None, LIMITED, head_before, started, report.usage,
-                                  "%s limit: %s" % (trouble.limit, _one_line(trouble.message, 200)))
+        log_end(LIMITED, None, "%s limit: %s" % (trouble.limit, _one_line(trouble.message, 200)))
         beyond = None
         if plan.on_limit == "stop":
             beyond = "on_limit is stop"
@@ -5178,9 +5217,10 @@ class _Run:
             format_duration(wait) if trouble.resets_at else
             "%s, the provider did not say when it resets" % format_budget(round(wait))))
         state.waiting_for_limit = True
-        self.wait(wait, lambda left: "usage limit (%s) · %s left" % (trouble.limit, format_duration(max(left, 0))),
-                  lambda left: "Still waiting for the usage limit (%s): %s left" % (
-                      trouble.limit, format_duration(max(left, 0))))
+        self.wait(wait, lambda left: "usage limit (%s) · %s left" % (
+            trouble.limit, format_duration(max(left, 0))),
+            lambda left: "Still waiting for the usage limit (%s): %s left" % (
+                trouble.limit, format_duration(max(left, 0))))
         state.waiting_for_limit = False
         return True
 
@@ -5198,8 +5238,8 @@ class _Run:
             return "Iteration %s still running (%s, %s%s)" % (
                 label, elapsed, plural(reader.tool_calls, "tool call"),
                 ", last: → " + reader.last_tool if reader.last_tool else "")
-        return "Iteration %s still running (%s, %s output)" % (label, elapsed,
-                                                                format_bytes(reader.output_bytes))
+        return "Iteration %s still running (%s, %s output)" % (
+            label, elapsed, format_bytes(reader.output_bytes))
 
     def detect_stuck(self, outcome: str, feedback: bytes, tree_before: Optional[str]) -> bool:
         """The stuck detectors of SPEC 6, after the outcome; True when one fires."""
@@ -5856,7 +5896,10 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
     if plan.log_dir is not None:
         log = SessionLog(plan.log_dir, _display_path(plan.log_dir, plan.cwd),
                          agent_stream=plan.agent.format != "text")
-    out, err = Outlet(sys.stdout, "stdout"), Outlet(sys.stderr, "stderr")
+    err = Outlet(sys.stderr, "stderr")
+    # One writer when both are the same terminal or file: two threads would interleave the
+    # agent's lines and the progress lines out of order.
+    out = err if _same_file(sys.stdout, sys.stderr) else Outlet(sys.stdout, "stdout")
     progress = Progress(err, plan.verbosity, plan.color, plan.heartbeat)
     out.on_trouble = err.on_trouble = progress.warn
     guard = SignalGuard()
@@ -5868,8 +5911,8 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
             log.close()
         # An interrupted run must be gone within a second, stalled reader or not.
         stall = 0.2 if guard.signum is not None else OUTLET_STALL_SECONDS
-        out.close(stall)
-        err.close(stall)
+        for outlet in {out, err}:
+            outlet.close(stall)
     if state.status == STATUS_INTERRUPTED:
         _FATAL_SIGNAL = state.interrupted_by
     return state.exit_code()
@@ -5942,7 +5985,8 @@ def command_config(options: Any, procedure_name: Optional[str]) -> int:
             values[phase] = _plain_fragments(plan.fragments[phase], cwd)
         for name, value in values.items():
             tier, where = plan.sources[name]
-            path, _, line = (where or "").rpartition(":") if where and where[-1:].isdigit() else (where, "", "")
+            path, _, line = (where or "").rpartition(":") if where and where[-1:].isdigit() \
+                else (where, "", "")
             rows.append(("run." + name, value, tier, path or None, int(line) if line else None))
 
     if options.json:
@@ -6227,7 +6271,8 @@ def summarize_session(path: str, now: Optional[float] = None) -> Dict[str, Any]:
         "session": path, "procedure": None, "state": "unknown", "status": None, "exit_code": None,
         "reason": None, "pid": None, "started": None, "iteration": None, "max_iterations": None,
         "iterations": 0, "successes": 0, "failures": 0, "limited": 0, "elapsed_seconds": None,
-        "usage": None, "last_event": None, "last_event_time": None, "skipped_lines": 0}
+        "usage": None, "last_event": None, "last_event_time": None, "waiting_until": None,
+        "skipped_lines": 0}
     usage: Dict[str, Any] = {}
     started_at = None
     ended = None
@@ -6240,6 +6285,14 @@ def summarize_session(path: str, now: Optional[float] = None) -> Dict[str, Any]:
                 summary["skipped_lines"] += 1
                 continue
             summary["last_event"], summary["last_event_time"] = name, event.get("time")
+            waiting = None
+            if name == "limit" and isinstance(event.get("wait_seconds"), (int, float)):
+                try:
+                    waiting = iso_time(calendar.timegm(time.strptime(event["time"][:19], "%Y-%m-%dT%H:%M:%S"))
+                                       + event["wait_seconds"])
+                except (KeyError, TypeError, ValueError):
+                    waiting = None
+            summary["waiting_until"] = waiting
             if name == "session_start":
                 summary.update(procedure=event.get("procedure"), pid=event.get("pid"),
                                max_iterations=event.get("max_iterations"), started=event.get("time"))
@@ -6283,7 +6336,14 @@ def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
     rows = [("session", _display_path(summary["session"], cwd)),
             ("procedure", summary["procedure"] or "(unknown)")]
     cap = summary["max_iterations"]
-    if summary["state"] == "running":
+    if summary["state"] == "running" and summary["waiting_until"]:
+        until = calendar.timegm(time.strptime(summary["waiting_until"][:19], "%Y-%m-%dT%H:%M:%S"))
+        state = "running (pid %s), waiting for a usage limit to reset until %s (%s left);" \
+                " iteration %s%s runs again then" % (
+                    summary["pid"], time.strftime("%H:%M:%S", time.localtime(until)),
+                    format_duration(max(until - now, 0)), summary["iteration"] or 1,
+                    "/%d" % cap if cap else "")
+    elif summary["state"] == "running":
         state = "running (pid %s), iteration %s%s under way" % (
             summary["pid"], summary["iteration"] or 1, "/%d" % cap if cap else "")
     elif summary["state"] == "ended":
@@ -6302,7 +6362,8 @@ def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
     if summary["elapsed_seconds"] is not None:
         rows.append(("elapsed", format_duration(summary["elapsed_seconds"])))
     if summary["usage"]:
-        rows.append(("usage", " · ".join(describe_usage(summary["usage"], summary["usage"].get("tool_calls")))))
+        figures = describe_usage(summary["usage"], summary["usage"].get("tool_calls"))
+        rows.append(("usage", " · ".join(figures)))
     if summary["last_event"]:
         when = summary["last_event_time"] or ""
         try:

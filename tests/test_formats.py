@@ -51,8 +51,8 @@ GOOD_RUNS = [
     ("claude-stream-api-retry.jsonl", "claude",
      usage(model="claude-opus-4-8[1m]", input_tokens=39056, output_tokens=11, cache_read_tokens=0,
            cache_write_tokens=0, cost_usd=0.195555, turns=1, tool_calls=0)),
-    ("codex.jsonl", "codex", usage(input_tokens=20378, cache_read_tokens=0, output_tokens=24, turns=1,
-                                   tool_calls=1)),
+    ("codex.jsonl", "codex", usage(input_tokens=20378, cache_read_tokens=0, cache_write_tokens=0,
+                                   output_tokens=24, tool_calls=1)),
     ("gemini.jsonl", "gemini", usage(model="gemini-3.5-flash-lite, gemini-3.8-flash", input_tokens=25333,
                                      output_tokens=36, cache_read_tokens=0, tool_calls=1)),
     ("copilot.jsonl", "copilot", usage(model="stub-model", turns=2, tool_calls=1)),
@@ -285,3 +285,57 @@ def test_the_reader_counts_tool_calls_and_shortens_paths_under_the_working_direc
                                                         " cat out.txt")
     text = b"".join(shown).decode()
     assert "→ Read: NOTES.md\n→ Write: out.txt\n" in text
+
+
+# --- found running the real CLIs through rooda ------------------------------------------
+
+@pytest.mark.parametrize("decode,event,expected", [
+    (rooda.decode_codex, {"type": "turn.completed", "usage": {"input_tokens": 20000, "cached_input_tokens": 15000,
+                                                            "output_tokens": 30}},
+     {"input_tokens": 5000, "cache_read_tokens": 15000, "output_tokens": 30}),
+    (rooda.decode_gemini, {"type": "result", "status": "success", "stats": {
+        "total_tokens": 27238, "input_tokens": 27200, "output_tokens": 38, "cached": 13600}},
+     {"input_tokens": 13600, "cache_read_tokens": 13600, "output_tokens": 38}),
+    (rooda.decode_claude, {"type": "result", "is_error": False, "result": "ok", "usage": {   # Qwen Code
+        "input_tokens": 41000, "output_tokens": 111, "cache_read_input_tokens": 20543, "total_tokens": 41111}},
+     {"input_tokens": 20457, "cache_read_tokens": 20543, "output_tokens": 111}),
+    (rooda.decode_claude, {"type": "result", "is_error": False, "result": "ok", "usage": {   # Claude Code
+        "input_tokens": 100, "output_tokens": 10, "cache_read_input_tokens": 5000}},
+     {"input_tokens": 100, "cache_read_tokens": 5000, "output_tokens": 10}),
+])
+def test_cached_input_tokens_are_counted_once(decode, event, expected):
+    [(kind, figures, _)] = [e for e in decode(event) if e[0] == rooda.EV_USAGE]
+    assert {key: figures.get(key) for key in expected} == expected
+    assert rooda.total_tokens(figures) == sum(expected.values())
+
+
+def test_no_blank_line_before_the_usage_line_after_deltas(workspace, agent, capfd, tmp_path):
+    code, out, _, _ = run_stream(capfd, agent, tmp_path, [replay("gemini.jsonl")], "gemini", "-v")
+    assert "<promise>SUCCESS</promise>\nusage: " in out
+
+
+def test_an_error_said_twice_is_shown_once(workspace, agent, capfd, tmp_path):
+    write_config(workspace, {"loop": {"on_limit": "stop"}})
+    code, out, _, _ = run_stream(capfd, agent, tmp_path, [replay("claude-stream-usage-limit.jsonl", 1)],
+                                 "claude", "-v")
+    assert out.count("✗ error: You've hit your session limit") == 1
+
+
+def test_an_interrupted_iterations_usage_is_in_the_runs_totals(workspace, agent, tmp_path):
+    import signal as signals
+    from conftest import interrupt, start_rooda
+
+    partial = [json.loads(line) for line in open(os.path.join(STREAMS, "claude.jsonl"))][:-1]
+    result = {"type": "result", "subtype": "success", "is_error": False, "result": "working",
+              "total_cost_usd": 0.25, "num_turns": 1, "usage": {"input_tokens": 100, "output_tokens": 5}}
+    (workspace / "partial.jsonl").write_text("".join(json.dumps(e) + "\n" for e in partial + [result]))
+    agent.script({"actions": [{"out_file": str(workspace / "partial.jsonl")}, {"touch": "ready"},
+                              {"sleep": 60}]})
+    logs = tmp_path / "logs"
+    proc = start_rooda(agent, "--ai-format", "claude", "--log-dir", logs, cwd=workspace)
+    agent.wait_for("ready")
+    interrupt(proc, signals.SIGINT)
+    [jsonl] = [p for p in glob.glob(str(logs / "*.jsonl")) if not p.endswith("-agent.jsonl")]
+    events = [json.loads(line) for line in open(jsonl)]
+    assert ends(events)[0]["outcome"] == "interrupted"
+    assert events[-1]["usage"]["cost_usd"] == 0.25 == ends(events)[0]["usage"]["cost_usd"]

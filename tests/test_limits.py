@@ -255,3 +255,35 @@ def test_a_reset_time_in_a_named_zone():
 def test_the_wait_is_the_reset_plus_30_seconds_or_the_margin_alone():
     assert rooda.limit_wait_seconds(1000.0, 1, 400.0) == 630
     assert rooda.limit_wait_seconds(300.0, 1, 400.0) == 30  # the printed minute has begun
+
+
+def test_a_limited_iteration_that_spent_nothing_shows_no_usage(workspace, agent, capfd, waits):
+    agent.script(replay("claude-error-rate-limit-429.jsonl"), replay("claude.jsonl", 0))
+    code, _, err = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--ai-format", "claude")
+    assert "Iteration 1/10 completed in D (limited)" in progress_lines(err)
+
+
+def test_status_says_a_run_is_waiting_for_a_limit(workspace, agent, tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROODA
+    logs = tmp_path / "logs"
+    agent.script(usage_limit_resetting_in(3600, workspace))
+    proc = start_rooda(agent, "--ai-format", "claude", "--log-dir", logs, cwd=workspace)
+    try:
+        deadline = time.monotonic() + 20
+        summary = {}
+        while time.monotonic() < deadline and not summary.get("waiting_until"):
+            done = subprocess.run([sys.executable, ROODA, "status", "--json", "--log-dir", str(logs)],
+                                  stdout=subprocess.PIPE, cwd=str(workspace))
+            summary = json.loads(done.stdout or b"{}") if done.returncode == 0 else {}
+            time.sleep(0.1)
+        assert summary["state"] == "running" and summary["last_event"] == "limit"
+        waiting = calendar.timegm(time.strptime(summary["waiting_until"][:19], "%Y-%m-%dT%H:%M:%S"))
+        assert 3500 < waiting - time.time() < 3700
+        text = subprocess.run([sys.executable, ROODA, "status", "--log-dir", str(logs)],
+                              stdout=subprocess.PIPE, cwd=str(workspace)).stdout.decode()
+        assert "waiting for a usage limit to reset until" in text
+    finally:
+        interrupt(proc, signal.SIGINT)

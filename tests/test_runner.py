@@ -5,6 +5,7 @@ way a user meets them; the rest in-process for speed.
 """
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -418,3 +419,42 @@ def test_sigterm_reaches_rooda_while_its_reader_has_stopped(workspace, agent):
         os.close(write_end)
         os.close(read_end)
     assert proc.returncode == -signal.SIGTERM and took < 1.0, (took, err)
+
+
+LINGERING_TREE = (
+    "import os, signal, subprocess, sys, time\n"
+    "sys.stdin.read()\n"
+    "# a 'dev server' in a session of its own whose child outlives it by a moment on\n"
+    "# SIGTERM: the child is adopted by rooda (the subreaper) and dies as its zombie\n"
+    "child = ('import signal, sys, time\\n'\n"
+    "         'signal.signal(signal.SIGTERM, lambda *a: (time.sleep(0.3), sys.exit(0)))\\n'\n"
+    "         'time.sleep(300)\\n')\n"
+    "subprocess.Popen(['sh', '-c', '%s -c \"$0\" & wait' % sys.executable, child],\n"
+    "                 start_new_session=True, stdin=subprocess.DEVNULL,\n"
+    "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+    "time.sleep(0.3)\n"
+    "print('<promise>SUCCESS</promise>', flush=True)\n")
+
+
+def test_an_escaped_tree_whose_child_outlives_its_parent_costs_no_grace_period(workspace, tmp_path):
+    script = tmp_path / "server.py"
+    script.write_text(LINGERING_TREE)
+    proc = run_rooda("build", "-n", "1", "--no-log", "--ai-cmd", "%s %s" % (sys.executable, script),
+                     cwd=workspace)
+    assert proc.returncode == 0, proc.stderr
+    seconds = float(re.search(rb"completed in (\d+\.\d)s", proc.stderr).group(1))
+    assert seconds < 3, "the escapees' zombie held the group for the 5 s grace (%.1fs)" % seconds
+
+
+def test_agent_output_and_progress_lines_keep_their_order_on_one_terminal(workspace, agent, tmp_path):
+    agent.script({"actions": [{"out": "first agent line\n"}]}, {"actions": [{"out": "second agent line\n"}]})
+    output = tmp_path / "screen.txt"
+    with open(str(output), "wb") as stream:
+        subprocess.run([sys.executable, ROODA, "build", "-n", "2", "-v", "--no-log", "--ai-cmd", agent.cmd],
+                       cwd=str(workspace), env=dict(os.environ, **agent.env), stdout=stream, stderr=stream,
+                       timeout=60)
+    text = output.read_text()
+    order = [text.index(marker) for marker in (
+        "Iteration 1/2 starting", "first agent line", "Iteration 1/2 completed",
+        "Iteration 2/2 starting", "second agent line", "Iteration 2/2 completed")]
+    assert order == sorted(order), text
