@@ -4,7 +4,7 @@ VERSION := $(shell $(PYTHON) -c "import rooda; print(rooda.__version__)")
 
 .PHONY: test test-compat fuzz lint bench version
 
-test:  ## the whole test suite (about a minute on 2 cores)
+test:  ## the whole test suite (about two minutes on 2 cores)
 	$(PYTHON) -m pytest -q tests
 
 test-compat:  ## the end-to-end smoke test on every CPython 3.8-3.13 found

@@ -52,7 +52,7 @@ import signal
 import time
 
 # Licence: MIT. The version lives here and nowhere else (the Makefile and --version read it).
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "main", "load_config", "load_yaml", "assemble_prompt", "run_agent", "classify_outcome",

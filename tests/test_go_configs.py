@@ -227,3 +227,16 @@ def test_a_bare_signal_line_in_the_prompt_is_warned_about_at_start_and_by_doctor
 def test_the_go_log_level_flag(workspace, agent, capfd):
     code, out, err = run_main(capfd, "build", "-n", "1", "--log-level", "error", "--ai-cmd", agent.cmd)
     assert code == 0 and err == ""
+
+
+def test_the_readme_documents_the_whole_table():
+    with open(os.path.join(ROOT, "README.md")) as stream:
+        readme = stream.read()
+    rows = {}
+    for line in readme.split("### Configs written for the Go rooda")[1].split("### ")[0].splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[0] in PHASES:
+            for name in cells[1].replace("`", "").split(", "):
+                rows[(cells[0], name)] = cells[2].split()[0].strip("`")
+    assert rows == {(phase, name): shipped for phase, table in rooda.GO_BUILTIN_FRAGMENTS.items()
+                    for name, shipped in table.items()}

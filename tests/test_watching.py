@@ -236,3 +236,15 @@ def test_status_uses_the_log_directory_a_run_from_here_would_use(workspace, agen
     proc = subprocess.run([sys.executable, ROODA, "status", "--json"], cwd=str(workspace), env=env,
                           stdout=subprocess.PIPE, timeout=30)
     assert json.loads(proc.stdout.decode())["session"].startswith(str(logs))
+
+
+def test_the_readme_lists_the_status_json_fields(tmp_path):
+    from conftest import ROOT
+    import rooda
+
+    path = tmp_path / "session-20261124-100000.jsonl"
+    path.write_text('{"event": "session_start", "time": "2026-11-24T10:00:00.000Z", "pid": 1}\n')
+    fields = set(rooda.summarize_session(str(path)))
+    with open(os.path.join(ROOT, "README.md")) as stream:
+        documented = stream.read().split("`--json` fields:")[1].split("No log directory")[0]
+    assert set(re.findall(r"`(\w+)`", documented)) - {"running", "ended", "killed"} == fields
