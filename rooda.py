@@ -4597,14 +4597,26 @@ class Progress:
     def _redraw(self) -> None:
         if self.status is None:
             return
-        import shutil
-
-        width = shutil.get_terminal_size((80, 24)).columns
+        width = _terminal_width(self.err.fd)
         text = self.status()
         if len(text) > width - 1:
             text = text[:max(width - 2, 0)] + "…"
         self.err.write((ERASE_LINE + text).encode("utf-8", "replace"))
         self.drawn = True
+
+
+def _terminal_width(fd: Optional[int]) -> int:
+    """The terminal's columns, else $COLUMNS, else 80 (a new pseudo-terminal says 0)."""
+    try:
+        columns = os.get_terminal_size(2 if fd is None else fd).columns
+    except OSError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = int(os.environ.get("COLUMNS", "0"))
+        except ValueError:
+            columns = 0
+    return columns if columns > 0 else 80
 
 
 def _same_file(first: TextIO, second: TextIO) -> bool:
@@ -6177,12 +6189,12 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
             report("warning", "no iteration timeout: an agent that hangs (network retries, a login"
                               " prompt) stalls the loop; set --timeout or loop.iteration_timeout")
         if plan.idle_timeout is not None and agent is not None and agent.format == "text":
-            better = {name: preset[2] for name, preset in PRESETS.items()}.get(
-                agent.preset or os.path.basename(agent.argv[0]), "text")
+            name = agent.preset or os.path.basename(agent.argv[0])
+            better = PRESETS[name][2] if name in PRESETS else "text"
+            fix = "the %s preset as shipped prints its structured output (format %s), which avoids" \
+                  " it" % (name, better) if better != "text" else "prefer --timeout"
             report("warning", "idle timeout with a text agent: some CLIs (claude -p among them) print"
-                              " nothing until they finish, so a busy iteration looks idle; %s" % (
-                                  "read it as --ai-format %s (its preset does)" % better
-                                  if better != "text" else "prefer --timeout"))
+                              " nothing until they finish, so a busy iteration looks idle; " + fix)
         gates = plan.gates
         repo, why = find_repository(cwd)
         if gates.need_git():

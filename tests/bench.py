@@ -11,7 +11,9 @@ the same run:
      prompt -- once with --no-log outside git, and once in the configuration users run:
      logs on, inside a git repository with 300 committed files
   3. streaming: an agent writing 1 GiB in 64 KiB chunks then the signal, rooda --verbose
-     to /dev/null with logging off and on, against the same agent piped into `cat`
+     to /dev/null with logging off and on, against the same agent piped into `cat`; and
+     rooda without --verbose with stderr on a terminal (the status line redrawn once a
+     second) against stderr to /dev/null
   4. memory: rooda's peak RSS with 1 MiB and with 1 GiB of agent output
   5. signal latency: SIGINT to rooda while a cooperative agent runs, until rooda has
      exited and the agent's process group is empty
@@ -118,11 +120,34 @@ time.sleep(60)
 '''
 
 
-def run(argv, **kwargs):
-    """Wall-clock seconds of one command, its output discarded."""
+def run(argv, terminal=False, **kwargs):
+    """Wall-clock seconds of one command, its output discarded (stderr on a pseudo-
+    terminal that a thread drains, with `terminal`)."""
+    if not terminal:
+        started = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, **kwargs)
+        return time.perf_counter() - started
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+
+    def drain():
+        try:
+            while os.read(master, 65536):
+                pass
+        except OSError:
+            pass
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
     started = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, **kwargs)
-    return time.perf_counter() - started
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=slave, check=False,
+                   env=dict(os.environ, TERM="xterm"), **kwargs)
+    took = time.perf_counter() - started
+    os.close(slave)
+    reader.join(5)
+    os.close(master)
+    return took
 
 
 def interleaved(commands, rounds):
@@ -265,10 +290,16 @@ def row_streaming(rounds, work, size):
     def cat(nbytes):
         return ["sh", "-c", "%s | cat" % (agent % nbytes)], {}
 
+    def plain(nbytes, terminal):
+        return [PYTHON, ROODA, "build", "-n", "1", "--no-log", "--ai-cmd", agent % nbytes], \
+            {"cwd": work, "terminal": terminal}
+
     times = interleaved({
         "cat_0": cat(0), "cat": cat(size),
         "rooda_0": rooda(0, False), "rooda": rooda(size, False),
         "log_0": rooda(0, True), "log": rooda(size, True),
+        "quiet_0": plain(0, False), "quiet": plain(size, False),
+        "tty_0": plain(0, True), "tty": plain(size, True),
     }, rounds)
     shutil.rmtree(logs, ignore_errors=True)
     # The disk itself: the same bytes written in 64 KiB os.write calls to a file beside
@@ -288,7 +319,7 @@ def row_streaming(rounds, work, size):
     shutil.rmtree(logs, ignore_errors=True)
     disk_gbps = size / statistics.median(disk_times) / 1e9
     gbps = {}
-    for name in ("cat", "rooda", "log"):
+    for name in ("cat", "rooda", "log", "quiet", "tty"):
         seconds = max(times[name] - times[name + "_0"], 1e-6)  # start-up subtracted
         gbps[name] = size / seconds / 1e9
     print("3. streaming (%4d MiB)  agent | cat                %8.2f GB/s" % (size >> 20, gbps["cat"]))
@@ -298,8 +329,11 @@ def row_streaming(rounds, work, size):
               % (label, gbps[name], ratio, TARGETS["stream_ratio"], verdict(ratio >= TARGETS["stream_ratio"])))
     print("                         (plain 64 KiB writes to %s: %.2f GB/s, the log's ceiling)"
           % ("tmpfs" if shm else "disk", disk_gbps))
+    print("                         rooda, stderr to /dev/null %8.2f GB/s" % gbps["quiet"])
+    print("                         rooda, status line on tty  %8.2f GB/s  ratio %.2f   (redrawn once a"
+          " second, not per chunk)" % (gbps["tty"], gbps["tty"] / gbps["quiet"]))
     return {"cat_gbps": gbps["cat"], "stream_gbps": gbps["rooda"], "stream_log_gbps": gbps["log"],
-            "disk_gbps": disk_gbps,
+            "disk_gbps": disk_gbps, "status_line_ratio": gbps["tty"] / gbps["quiet"],
             "stream_ratio": gbps["rooda"] / gbps["cat"], "stream_log_ratio": gbps["log"] / gbps["cat"]}
 
 

@@ -42,6 +42,22 @@ def test_smoke_on_every_interpreter(python, tmp_path, agent):
     assert progress_lines(loop.stderr.decode())[-1] == "Reached max iterations: 3 (total: D)"
     assert agent.calls == 3
 
+    streams = os.path.join(os.path.dirname(FAKE_AGENT), "agent-streams")
+    agent.script({"actions": [{"out_file": os.path.join(streams, "claude.jsonl")}]})
+    structured = rooda("build", "--ai-cmd", cmd, "--ai-format", "claude", "--log-dir", str(tmp_path / "logs"))
+    assert structured.returncode == 0, structured.stderr
+    assert progress_lines(structured.stderr.decode())[-1].endswith("· 39.2k tokens · $0.20")
+    status = rooda("status", "--log-dir", str(tmp_path / "logs"))
+    assert status.returncode == 0 and b"ended: completed, exit code 0" in status.stdout
+
+    (tmp_path / "rooda-config.json").write_text('{"loop": {"on_limit": "stop"}}')
+    agent.script({"actions": [{"out": "You've hit your session limit \u00b7 resets Nov 26, 7:04pm"
+                                      " (America/New_York)\n"}], "exit": 1})
+    limited = rooda("build", "--ai-cmd", cmd)
+    assert limited.returncode == 4, limited.stderr
+    assert b"it resets at" in limited.stderr
+    (tmp_path / "rooda-config.json").unlink()
+
     agent.script({"actions": [{"touch": "ready"}, {"sleep": 60}]})
     proc = start_rooda(agent, cwd=tmp_path, python=python)
     agent.wait_for("ready")

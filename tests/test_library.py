@@ -284,3 +284,16 @@ def test_vendor_where_it_cannot_write_is_one_clear_error(tmp_path, capfd):
 def test_vendor_into_a_missing_directory_is_an_error(tmp_path, capfd):
     code, _, err = run_main(capfd, "vendor", tmp_path / "nope")
     assert code == 2 and "is not a directory" in err
+
+
+def test_doctor_warns_about_an_idle_timeout_with_a_text_agent(workspace, agent, capfd):
+    code, lines = doctor(capfd, "build", "--ai-cmd", agent.cmd, "--idle-timeout", "60")
+    assert any(level == "warning" and message.startswith("idle timeout with a text agent: some CLIs"
+                                                         " (claude -p among them) print nothing")
+               for level, message in lines)
+    write_config(workspace, {"ai_cmd_aliases": {"claude": "claude -p --dangerously-skip-permissions"}})
+    code, lines = doctor(capfd, "build", "--ai-cmd-alias", "claude", "--idle-timeout", "60")
+    assert any("the claude preset as shipped prints its structured output (format claude)" in message
+               for _, message in lines)
+    code, lines = doctor(capfd, "build", "--ai-cmd", agent.cmd, "--ai-format", "claude", "--idle-timeout", "60")
+    assert not any("idle timeout with a text agent" in message for _, message in lines)

@@ -37,9 +37,14 @@ def screen(raw):
     return lines + ([current] if current else [])
 
 
-def start_in_terminal(agent, *args, cwd):
+def start_in_terminal(agent, *args, cwd, columns=None):
     """rooda with stdout and stderr on a pseudo-terminal; (process, master fd)."""
+    import struct
+    import termios
+
     master, slave = pty.openpty()
+    if columns:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     env = dict(os.environ, **agent.env)
     env["TERM"] = "xterm"
     proc = subprocess.Popen([sys.executable, ROODA, "build", "--ai-cmd", agent.cmd] + list(args),
@@ -88,6 +93,23 @@ def test_the_status_line_ticks_on_a_terminal_and_is_gone_from_the_final_screen(w
     assert not [line for line in final if "iteration 1/1 ·" in line], final
     assert any("Iteration 1/1 completed in" in line for line in final)
     assert proc.returncode == 0
+
+
+def test_the_status_line_is_never_wider_than_the_terminal(workspace, agent):
+    agent.script({"actions": [{"out": "thinking\n"}, {"wait_for": "release"}]})
+    proc, master = start_in_terminal(agent, "-n", "1", cwd=workspace, columns=24)
+    seen = []
+    try:
+        assert read_until(master, seen, lambda text: "\x1b[Kiteration" in text)
+        release(agent)
+        read_until(master, seen, lambda text: "Log: " in text)
+        proc.wait(timeout=30)
+    finally:
+        release(agent)
+        os.close(master)
+    drawn = re.findall(r"\r\x1b\[K([^\r\n]+)", "".join(seen))
+    status = [line for line in drawn if line.startswith("iteration")]
+    assert status and all(len(line) <= 23 for line in status), status
 
 
 def test_no_escape_sequence_when_stderr_is_a_pipe(workspace, agent):
