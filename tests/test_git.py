@@ -6,13 +6,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
-
-import pytest
 
 import rooda
-from conftest import (ROODA, alive, commits, git, interrupt, make_repo, procedure, progress_lines,
-                      run_main, run_rooda, start_rooda, write_config)
+from conftest import (alive, commits, git, interrupt, make_repo, procedure, progress_lines,
+                      run_main, run_rooda, start_rooda, wait_until, write_config)
 
 SUCCESS = {"actions": [{"out": "done\n<promise>SUCCESS</promise>\n"}]}
 
@@ -257,9 +254,7 @@ def test_sigterm_while_a_slow_hook_runs_stops_rooda_and_the_hook(workspace, agen
     slow_hook(workspace, pid_file)
     agent.script(writes("a.txt", "a"))
     proc = start_rooda(agent, "-n", "2", cwd=workspace, procedure="p")
-    deadline = time.monotonic() + 20
-    while not pid_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert wait_until(pid_file.exists, timeout=20)
     took, err = interrupt(proc, signal.SIGTERM)
     assert proc.returncode == -signal.SIGTERM and took < 1.0, err
     assert "Interrupted by SIGTERM during iteration 1" in err and "Completed" not in err
@@ -275,9 +270,7 @@ def test_ctrl_c_during_the_git_calls_before_an_iteration_starts_no_agent(workspa
     monitor.chmod(0o755)
     git(workspace, "config", "core.fsmonitor", str(monitor))  # makes `git add` slow
     proc = start_rooda(agent, "-n", "2", cwd=workspace, procedure="p")
-    deadline = time.monotonic() + 20
-    while not started.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert wait_until(started.exists, timeout=20)
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=5)
     assert proc.returncode == -signal.SIGINT
@@ -376,9 +369,7 @@ def test_ctrl_c_during_the_stuck_check_after_an_iteration_stops_at_once(workspac
     git(workspace, "config", "core.fsmonitor", str(monitor))
     agent.script({"actions": [{"write_file": str(slow), "text": ""}]})  # git is slow from now on
     proc = start_rooda(agent, "-n", "3", cwd=workspace, procedure="p")
-    deadline = time.monotonic() + 20
-    while not started.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert wait_until(started.exists, timeout=20)
     took, err = interrupt(proc, signal.SIGINT)
     assert proc.returncode == -signal.SIGINT and took < 1.0, err
     assert agent.calls == 1 and "Interrupted by SIGINT during iteration 1" in err

@@ -11,9 +11,7 @@ import subprocess
 import sys
 import time
 
-import pytest
-
-from conftest import ROODA, alive, interrupt, run_main, run_rooda, start_rooda, write_config
+from conftest import ROODA, interrupt, run_main, run_rooda, start_rooda, write_config
 
 
 def release(agent, name="release"):
@@ -71,44 +69,38 @@ def read_until(fd, seen, done, timeout=30):
     return done("".join(seen))
 
 
-def test_the_status_line_ticks_on_a_terminal_and_is_gone_from_the_final_screen(workspace, agent):
+def watch_in_terminal(agent, workspace, until, columns=None):
+    """A one-iteration run on a pseudo-terminal whose agent waits until `until(text)`
+    holds for what the terminal has shown; (raw output, exit code)."""
     agent.script({"actions": [{"out": "thinking\n"}, {"wait_for": "release"}]})
-    proc, master = start_in_terminal(agent, "-n", "1", cwd=workspace)
+    proc, master = start_in_terminal(agent, "-n", "1", cwd=workspace, columns=columns)
     seen = []
     try:
-        def two_ticks(text):
-            return len(set(re.findall(r"iteration 1/1 · (\d+\.\ds) · \d+ B output", text))) >= 2
-        assert read_until(master, seen, two_ticks), "".join(seen)
+        assert read_until(master, seen, until), "".join(seen)
         release(agent)
         read_until(master, seen, lambda text: "Log: " in text)
         proc.wait(timeout=30)
     finally:
         release(agent)
         os.close(master)
-    raw = "".join(seen)
+    return "".join(seen), proc.returncode
+
+
+def test_the_status_line_ticks_on_a_terminal_and_is_gone_from_the_final_screen(workspace, agent):
+    raw, code = watch_in_terminal(agent, workspace, lambda text: len(set(re.findall(
+        r"iteration 1/1 · (\d+\.\ds) · \d+ B output", text))) >= 2)
     ticks = [float(t[:-1]) for t in re.findall(r"iteration 1/1 · (\d+\.\d)s", raw)]
     assert ticks == sorted(ticks) and ticks[-1] > ticks[0]  # the elapsed time advances
     assert "\r\x1b[K" in raw
     final = screen(raw)
     assert not [line for line in final if "iteration 1/1 ·" in line], final
     assert any("Iteration 1/1 completed in" in line for line in final)
-    assert proc.returncode == 0
+    assert code == 0
 
 
 def test_the_status_line_is_never_wider_than_the_terminal(workspace, agent):
-    agent.script({"actions": [{"out": "thinking\n"}, {"wait_for": "release"}]})
-    proc, master = start_in_terminal(agent, "-n", "1", cwd=workspace, columns=24)
-    seen = []
-    try:
-        assert read_until(master, seen, lambda text: "\x1b[Kiteration" in text)
-        release(agent)
-        read_until(master, seen, lambda text: "Log: " in text)
-        proc.wait(timeout=30)
-    finally:
-        release(agent)
-        os.close(master)
-    drawn = re.findall(r"\r\x1b\[K([^\r\n]+)", "".join(seen))
-    status = [line for line in drawn if line.startswith("iteration")]
+    raw, _ = watch_in_terminal(agent, workspace, lambda text: "\x1b[Kiteration" in text, columns=24)
+    status = [line for line in re.findall(r"\r\x1b\[K([^\r\n]+)", raw) if line.startswith("iteration")]
     assert status and all(len(line) <= 23 for line in status), status
 
 
