@@ -4915,8 +4915,10 @@ class _Run:
 
     def run_git(self, args: List[str], env: Optional[Dict[str, str]] = None,
                 record: bool = False) -> GitResult:
-        """A git command of the run, under its guard and gate_timeout; with `record`, a
-        gate shown in verbose mode and logged with its output (hooks' reports included)."""
+        """A git command of the run, under its guard and gate_timeout. With `record` (a
+        commit or a push: what runs hooks and changes something) it is a gate, shown in
+        verbose mode and logged with its output; the plumbing around it (add, diff, ...)
+        is logged only when it fails, with git's output."""
         plan = self.plan
         shown = "git " + " ".join(args)
         if record and self.log is not None:
@@ -4928,6 +4930,9 @@ class _Run:
                      echo_err=_tee(self.stderr_sink, self.log_sink) if record else None)
         if record:
             self.record_gate(GATE_GIT, shown, result.exit_code, time.monotonic() - started)
+        elif result.exit_code != 0 and args[:1] != ["diff"] and self.log is not None:
+            self.log.text("--- git: %s ---\n%s%s--- git exited %d ---\n" % (
+                shown, result.out, result.err, result.exit_code))
         if result.interrupted is not None:
             raise Interrupted(result.interrupted)
         return result
@@ -5104,7 +5109,8 @@ class _Run:
         git_problem = None
         if (gates.commit or gates.push) and outcome in (SUCCESS, COMPLETED) and repo is not None:
             try:
-                git_problem = commit_and_push(lambda args, env=None: self.run_git(args, env, True),
+                git_problem = commit_and_push(lambda args, env=None: self.run_git(
+                    args, env, record=args[0] in ("commit", "push")),
                                               repo, gates, plan.procedure, number, plan.log_dir)
             except Interrupted:
                 log_end("interrupted", verified)
