@@ -37,7 +37,8 @@ Sections, in this order (each name is defined before it is used):
   19. The loop
   20. Command line
   21. Commands
-  22. main
+  22. The status command
+  23. main
 """
 from __future__ import annotations
 
@@ -91,6 +92,7 @@ FAILURE = "failure"
 TIMEOUT = "timeout"
 REJECTED = "rejected"
 LIMITED = "limited"             # a provider usage or rate limit: waited out, run again
+OUTCOME_INTERRUPTED = "interrupted"  # (the .jsonl's word for an iteration a signal ended)
 # Outcomes that count as a failure towards the threshold and get `, consecutive: x/y`.
 FAILING_OUTCOMES = (FAILURE, TIMEOUT, REJECTED)
 
@@ -1056,6 +1058,15 @@ def _v_seconds(minimum_exclusive: bool = True, nullable: bool = True) -> Callabl
     return check
 
 
+def _v_dollars(value: object) -> Optional[str]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+            or value in (float("inf"), float("-inf")):
+        return "must be an amount in US dollars, not %s" % _type_name(value)
+    return None if value > 0 else "must be > 0 (US dollars)"
+
+
 def _v_number(minimum: float) -> Callable[[object], Optional[str]]:
     def check(value: object) -> Optional[str]:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
@@ -1168,7 +1179,7 @@ LOOP_SCHEMA = {
     "signals": _v_mapping("{success: [...], failure: [...]}",
                           {"success": _v_strings, "failure": _v_strings}),
     "ai_format": _v_optional(_v_enum(*AGENT_FORMATS)),
-    "max_cost": _v_seconds(),
+    "max_cost": _v_dollars,
     "on_limit": _v_enum("wait", "stop"),
     "limit_wait": _v_seconds(nullable=False),
     "heartbeat": _v_seconds(minimum_exclusive=False, nullable=False),
@@ -1198,7 +1209,7 @@ PROCEDURE_SCHEMA = {
     "stuck": _V_STUCK,
     "git": _V_GIT,
     "ai_format": LOOP_SCHEMA["ai_format"],
-    "max_cost": _v_seconds(),
+    "max_cost": _v_dollars,
     "max_output_buffer": _v_int(MIN_OUTPUT_BUFFER),
 }
 
@@ -1621,7 +1632,7 @@ def _upgrade_settings(settings: dict, key_path: tuple, warn: Callable) -> dict:
         count = settings.pop("default_iterations")
         warn(key_path + ("default_iterations",), "default_iterations is the Go rooda v0.1 name;"
              " read as default_max_iterations%s" % (" (0: iteration_mode unlimited)" if count == 0 else ""))
-        if count == 0:
+        if count == 0 and not isinstance(count, bool):  # (false is a mistake, reported below)
             settings.setdefault("iteration_mode", "unlimited")
         else:
             settings.setdefault("default_max_iterations", count)
@@ -1988,13 +1999,21 @@ def check_agent_program(agent: AgentCommand) -> None:
 # ----------------------------------------------------------------------
 
 def _apply_parameters(text: str, parameters: Dict[str, str], where: str) -> str:
-    """Replace the Go rooda's {{.name}} / {{ .name }} placeholders. An unknown one is an
-    error, and so is any other Go template action ({{range}}, {{if}}, ...): rooda does not
-    run templates, and passing one to the agent as text would change the prompt silently."""
+    """Replace the Go rooda's {{.name}} / {{ .name }} placeholders in a fragment. One
+    without a parameter is an error, and so is any other Go template action ({{range}},
+    {{if}}, ...): rooda does not run templates, and passing one to the agent as text would
+    change the prompt silently. Go's own escape, a quoted string ({{"{{"}}), is its text."""
+    import json
     import re
+
+    if "{{" not in text:
+        return text
 
     def substitute(match: "re.Match[str]") -> str:
         action = match.group(0)
+        literal = re.fullmatch(r'\{\{\s*("(?:[^"\\]|\\.)*")\s*\}\}', action)
+        if literal is not None:
+            return str(json.loads(literal.group(1)))
         placeholder = re.fullmatch(r"\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}", action)
         if placeholder is None:
             construct = re.match(r"\{\{-?\s*(\w*)", action)
@@ -2042,9 +2061,7 @@ def read_fragments(fragments: Sequence[dict], phase: str) -> List[str]:
         else:
             text = fragment["content"]
             where = "%s fragment (inline content)" % phase
-        if fragment.get("parameters") is not None:
-            text = _apply_parameters(text, fragment["parameters"], where)
-        texts.append(text.strip())
+        texts.append(_apply_parameters(text, fragment.get("parameters") or {}, where).strip())
     return texts
 
 
@@ -2246,13 +2263,15 @@ _TELLING_ARGUMENTS = ("command", "cmd", "file_path", "filePath", "path", "absolu
 
 
 def _one_line(text: object, limit: int = 160) -> str:
-    """The first non-blank line of a text, cut to `limit` characters."""
+    """The first non-blank line of a text, cut to `limit` characters, its control
+    characters blanked (an escape sequence in a tool's argument must not reach the
+    terminal)."""
     if not isinstance(text, str):
         return ""
     for line in text.splitlines():
         if line.strip():
-            line = line.strip()
-            return line if len(line) <= limit else line[:limit - 1] + "…"
+            line = "".join(c if c.isprintable() else " " for c in line.strip()[:limit])
+            return line if len(line) < limit else line[:limit - 1] + "…"
     return ""
 
 
@@ -2309,7 +2328,10 @@ def _status_in(message: object) -> Optional[int]:
 
 
 def _number(value: object) -> Optional[float]:
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite JSON number, else None (JSON parsers accept 1e999, which is infinite)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if value == value and abs(value) != float("inf") else None
 
 
 def _text_of(content: object) -> str:
@@ -2334,7 +2356,11 @@ def decode_claude(event: dict) -> Optional[list]:
         events: list = []
         for block in blocks:
             if block.get("type") == "text" and isinstance(block.get("text"), str):
-                events.append((EV_TEXT, block["text"], False))
+                if event.get("parent_tool_use_id"):
+                    # A sub-agent's words (Task tool): shown, but not the agent's verdict.
+                    events.append((EV_NOTICE, "sub-agent: " + _one_line(block["text"])))
+                else:
+                    events.append((EV_TEXT, block["text"], False))
             elif block.get("type") == "tool_use":
                 events.append((EV_TOOL, str(block.get("name") or "tool"), _tool_detail(block.get("input"))))
         return events
@@ -2689,8 +2715,8 @@ class SignalGuard:
             pass
 
     def wait(self, seconds: float, ticker: Optional[Ticker] = None) -> None:
-        """Sleep up to `seconds` (time spent stopped by Ctrl+Z not counted), returning
-        early on an interrupting signal; the ticker fires on its schedule meanwhile."""
+        """Sleep up to `seconds`, returning early on an interrupting signal; Ctrl+Z stops
+        rooda meanwhile, and the ticker fires on its schedule."""
         import selectors
 
         deadline = time.monotonic() + seconds
@@ -2711,7 +2737,7 @@ class SignalGuard:
                     selector.select(max(pause, 0.0))
                     self.drain()
                 if self.stop_requested:
-                    deadline += self.suspend(())
+                    self.suspend(())  # a wait is for a moment in time: it does not move
 
     def __exit__(self, *exc_info: object) -> None:
         for signum, handler in reversed(self._saved):
@@ -2819,8 +2845,10 @@ def _adopted(exclude: Iterable[int] = ()) -> set:
     return found
 
 
-def _terminate_escapees(own_pids: Iterable[int], grace: float) -> None:
-    """Terminate descendants that left the agent's group and were adopted by us."""
+def _terminate_escapees(own_pids: Iterable[int], grace: float, guard: Optional[SignalGuard] = None
+                        ) -> None:
+    """Terminate descendants that left the agent's group and were adopted by us (a
+    signal to rooda meanwhile cuts the grace short: SIGKILL at once)."""
     for _ in range(3):  # an escapee's own children are adopted when it dies: a few rounds
         escapees = _adopted(own_pids)
         if not escapees:
@@ -2847,6 +2875,9 @@ def _terminate_escapees(own_pids: Iterable[int], grace: float) -> None:
             _reap(escapees | _adopted(own_pids))
             if not (_children() & escapees) and not any(_group_alive(g) for g in targets):
                 break
+            if guard is not None and guard.signum is not None:
+                deadline = 0.0  # interrupted: no grace
+                continue
             time.sleep(GROUP_POLL_SECONDS)
         else:
             for group in targets:
@@ -3209,7 +3240,7 @@ def _communicate(proc: _Child, stdin_fd: Optional[int], out_fd: int, err_fd: int
                 # The group is gone yet the pipes are held: by descendants that left the
                 # group (setsid), now adopted by us. Terminate them rather than wait.
                 swept = True
-                _terminate_escapees((proc.pid,), kill_grace)
+                _terminate_escapees((proc.pid,), kill_grace, guard)
                 continue
             if kill_at is not None:
                 if now - kill_at >= KILL_WAIT_SECONDS:
@@ -3306,16 +3337,25 @@ def _refuse_nul(argv: Sequence[str], env: Optional[Dict[str, str]]) -> None:
 
 
 def _enter(cwd: str) -> Optional[str]:
-    """Make cwd the current directory again when it is no longer the one we are in (an
-    agent deleted and re-created the project directory); None: spawn right here."""
+    """Where to spawn a child that must run in `cwd`: None for right here (posix_spawn),
+    else cwd (Popen changes into it). When our own directory was deleted and made again
+    at the same path -- an agent that re-creates the project -- we move into the new one."""
     try:
-        here, there = os.stat("."), os.stat(cwd)
+        there = os.stat(cwd)
     except FileNotFoundError:
         raise RoodaError("the working directory %s no longer exists (removed during the run?)"
                          % cwd) from None
-    if (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino):
+    here = os.stat(".")  # works on a deleted directory we are still in
+    if (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino):
+        return None
+    try:
+        current: Optional[str] = os.getcwd()
+    except FileNotFoundError:
+        current = None  # deleted under us
+    if current is None or current == os.path.abspath(cwd):
         os.chdir(cwd)
-    return None
+        return None
+    return cwd
 
 
 def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]] = None,
@@ -3370,7 +3410,7 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
                               idle_timeout, kill_grace, tail_bytes, started, subreaper, ticker,
                               seen_signals)
         if subreaper:
-            _terminate_escapees({child.pid}, kill_grace)
+            _terminate_escapees({child.pid}, kill_grace, guard)
         return result
     finally:
         if prompt_path is not None:
@@ -3466,7 +3506,8 @@ class EventReader:
         self.pending: List[bytes] = []      # the open line, when it spans reads
         self.pending_size = 0
         self.dropping = False               # inside a line over MAX_EVENT_LINE
-        self.dropped = 0
+        self.dropped = 0                    # lines over MAX_EVENT_LINE
+        self.undecodable = 0                # JSON the decoder could not make sense of
         self.events = 0                     # lines that were events of the format
         self.output_bytes = 0
         self.tool_calls = 0
@@ -3501,9 +3542,13 @@ class EventReader:
                 self.dropping = False        # the end of a line that was too long
             elif self.pending:
                 self.pending.append(chunk[start:end])
-                line = b"".join(self.pending)
+                size = self.pending_size + end - start
+                line = b"".join(self.pending) if size <= MAX_EVENT_LINE else b""
                 self.pending, self.pending_size = [], 0
-                self._line(line)
+                if line:
+                    self._line(line)
+                else:
+                    self._dropped()
             else:
                 self._line(chunk[start:end])
             start = end + 1
@@ -3522,24 +3567,37 @@ class EventReader:
         self.pending_size += len(piece)
         if self.pending_size > MAX_EVENT_LINE:
             self.pending, self.pending_size, self.dropping = [], 0, True
-            self.dropped += 1
-            if self.dropped == 1:
-                self.warn("the agent wrote a line over %d MiB; it was dropped (its events are"
-                          " lost, the raw stream file keeps it)" % (MAX_EVENT_LINE >> 20))
+            self._dropped()
+
+    def _dropped(self) -> None:
+        self.dropped += 1
+        if self.dropped == 1:
+            self.warn("the agent wrote a line over %d MiB; it was dropped (its events are"
+                      " lost, the raw stream file keeps it)" % (MAX_EVENT_LINE >> 20))
 
     def _line(self, line: bytes) -> None:
-        if not line.strip():
+        if not line or line.isspace():  # (no strip: a line may be 16 MiB)
             return
         events = self.format.skim(line) if self.format.skim is not None else None
         if events is None:
             try:
                 event = self.loads(line)
-            except ValueError:  # also invalid UTF-8
+            except (ValueError, RecursionError):  # not JSON (invalid UTF-8, 100,000 `[`)
                 event = None
             if not isinstance(event, dict):
                 self._own_text(line)
                 return
-            events = self.format.decode(event)
+            try:
+                events = self.format.decode(event)
+            except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+                # An event shaped like none seen so far must not end the run: it is shown
+                # as the CLI's text and said once.
+                if not self.undecodable:
+                    self.warn("an event of the agent's output could not be read as %s (%s); it is"
+                              " shown as text" % (self.format.name, exc))
+                self.undecodable += 1
+                self._own_text(line)
+                return
             if events is None:
                 return  # an event type this format does not know: ignored
         self.events += 1
@@ -3575,11 +3633,10 @@ class EventReader:
                 self._show("  ✗ %s%s" % ("exit %d: " % event[4] if event[4] is not None else "",
                                          event[3] or "failed"))
         elif kind == EV_USAGE:
-            for name, value in event[1].items():
-                if event[2] and isinstance(value, (int, float)):
-                    self.usage[name] = self.usage.get(name, 0) + value
-                else:
-                    self.usage[name] = value
+            if event[2]:
+                add_usage(self.usage, event[1])
+            else:
+                self.usage.update(event[1])
         elif kind == EV_LIMIT:
             self.limit = (event[1], event[2], event[3])
         elif kind == EV_ERROR:
@@ -3636,11 +3693,12 @@ class EventReader:
         if self.text_open:  # the assistant's last words did not end their line
             self._emit(b"\n")
             self.text_open = False
+        tail = b"".join(self.rendered)[-self.tail_bytes:]  # the reasons come from here
         closing = self.usage_line()
         if closing:
             self._show(closing)
         self.usage.setdefault("tool_calls", self.tool_calls)
-        return StreamReport(signals=self.scanner.finish(), tail=b"".join(self.rendered),
+        return StreamReport(signals=self.scanner.finish(), tail=tail,
                             own_text=self.own_text, error=self.error, limit=self.limit,
                             cut_short=self.ended is None, structured=True,
                             usage={name: self.usage.get(name) for name in USAGE_FIELDS},
@@ -3662,6 +3720,16 @@ def describe_usage(usage: Mapping[str, Any], tool_calls: Optional[int] = None) -
     if usage.get("model"):
         parts.append(str(usage["model"]))
     return parts
+
+
+def add_usage(totals: Dict[str, Any], usage: Mapping[str, Any]) -> None:
+    """Add usage figures into totals: numbers summed, the model the latest one named."""
+    for name, value in usage.items():
+        if name == "model":
+            if value:
+                totals[name] = value
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            totals[name] = totals.get(name, 0) + value
 
 
 def total_tokens(usage: Mapping[str, Any]) -> Optional[int]:
@@ -3703,56 +3771,71 @@ LIMIT_BACKOFF_CAP = 1800
 # A printed time of day this far in the past is the same minute today, not tomorrow.
 RESET_PAST_TOLERANCE = 300
 
-# The CLIs' limit messages (Claude Code, Codex, Gemini, OpenAI-compatible APIs): (regex, kind).
-_LIMIT_MESSAGES = (
+# Limit messages, as (regex, kind; None: the matched words). The first group is what
+# the CLIs themselves print (Claude Code, Codex, Gemini): read in a failed text agent's
+# last 2 KB. The API wordings after it are too common in ordinary output (a web app's
+# failing tests say "429 Too Many Requests") to be read there; they classify only an
+# error a structured CLI reports.
+_CLI_LIMIT_MESSAGES = (
     (r"You(?:'|’)ve hit your ((?:[\w']+ )*?limit)\b", None),       # Claude Code, Codex
     (r"You(?:'|’)re out of (usage credits)", None),
     (r"Your org is out of (usage)", None),
     (r"API Error: Request rejected \(429\)", "rate limit"),
-    (r"Server is temporarily limiting requests", "rate limit"),
-    (r"exhausted your (daily quota)", None),                        # Gemini
-    (r"\b(Quota exceeded)\b", None),                                # Codex insufficient_quota
-    (r"exceeded your current (quota)", None),
+    (r"API Error: Server is temporarily limiting requests", "rate limit"),
+    (r"You have exhausted your (daily quota)", None),               # Gemini
+    (r"\b(Quota exceeded)\. Check your plan and billing details", None),  # Codex
     (r"exceeded retry limit, last status: 429", "rate limit"),
+)
+_API_LIMIT_MESSAGES = _CLI_LIMIT_MESSAGES + (
+    (r"exceeded your current (quota)", None),
     (r"\b(rate limit) (?:exceeded|reached)", None),
     (r"\b429\b[^\n]{0,40}\b(?:Too Many Requests|RESOURCE_EXHAUSTED|rate.?limit)", "rate limit"),
 )
-# Authentication failures: no later iteration can succeed either.
-_AUTH_MESSAGES = (
-    r"\b401\b", r"Invalid API key", r"Incorrect API key", r"API key not valid", r"API_KEY_INVALID",
-    r"invalid x-api-key", r"authentication_failed", r"Authentication failed", r"\bUnauthorized\b",
-    r"Please run /login", r"Not logged in", r"OAuth token has expired",
+# Authentication failures in the same two kinds: the CLIs' own words, read in text; a
+# bare 401 or "Unauthorized" only in an error a structured CLI reports.
+_CLI_AUTH_MESSAGES = (
+    r"Invalid API key · Fix external API key", r"Please run /login", r"OAuth token has expired",
+    r"unexpected status 401 Unauthorized", r"\[API Error: 401\b", r"API key not valid",
+    r"API_KEY_INVALID", r"Incorrect API key provided", r"invalid x-api-key",
+)
+_API_AUTH_MESSAGES = _CLI_AUTH_MESSAGES + (
+    r"\b401\b", r"authentication_failed", r"Authentication failed", r"\bUnauthorized\b",
+    r"Not logged in",
 )
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+# What classify_provider_error says of an error, and what the loop then does.
+TROUBLE_LIMIT = "limit"     # wait it out, run the iteration again
+TROUBLE_AUTH = "auth"       # stop: no later iteration can succeed
 
 
-def limit_in_text(text: str) -> Optional[str]:
-    """The kind of a usage or rate limit a CLI's message announces, or None."""
+def limit_in_text(text: str, patterns: Sequence[Tuple[str, Optional[str]]] = _API_LIMIT_MESSAGES
+                  ) -> Optional[str]:
+    """The kind of a usage or rate limit a message announces, or None."""
     import re
 
-    for pattern, kind in _LIMIT_MESSAGES:
+    for pattern, kind in patterns:
         match = re.search(pattern, text, re.IGNORECASE)
         if match:
             return kind or match.group(1).lower()
     return None
 
 
-def auth_failure_in_text(text: str) -> bool:
+def auth_failure_in_text(text: str, patterns: Sequence[str] = _API_AUTH_MESSAGES) -> bool:
     import re
 
-    return any(re.search(pattern, text, re.IGNORECASE) for pattern in _AUTH_MESSAGES)
+    return any(re.search(pattern, text, re.IGNORECASE) for pattern in patterns)
 
 
 def classify_provider_error(message: str, status: Optional[int], category: Optional[str]
                             ) -> Optional[str]:
-    """"auth", "limit" or None for an error the CLI reported (message, HTTP status, its
-    own word for it: authentication_failed, rate_limit, ...)."""
+    """TROUBLE_AUTH, TROUBLE_LIMIT or None for an error a CLI reported (its message, the
+    HTTP status, its own word for it: authentication_failed, rate_limit, ...)."""
     word = (category or "").lower()
     if status == 401 or word in ("authentication_failed", "authentication") or \
             auth_failure_in_text(message):
-        return "auth"
+        return TROUBLE_AUTH
     if status == 429 or word in ("rate_limit", "rate_limit_error") or limit_in_text(message):
-        return "limit"
+        return TROUBLE_LIMIT
     return None
 
 
@@ -3830,7 +3913,7 @@ def limit_wait_seconds(resets_at: Optional[float], attempt: int, now: float) -> 
 class ProviderTrouble(Record):
     """An iteration that ended at a limit or on failed authentication (SPEC 13)."""
 
-    kind: str                       # "limit" | "auth"
+    kind: str                       # TROUBLE_LIMIT | TROUBLE_AUTH
     limit: Optional[str]            # the limit's kind: five_hour, session limit, rate limit
     message: str                    # the CLI's own words
     resets_at: Optional[float]      # epoch, when known
@@ -3838,45 +3921,50 @@ class ProviderTrouble(Record):
     __slots__ = ("kind", "limit", "message", "resets_at")
 
 
-def find_provider_trouble(report: StreamReport, exit_code: int, failed: bool, now: float,
+def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bool, now: float,
                           preset: Optional[str]) -> Optional[ProviderTrouble]:
-    """A limit or an authentication failure in one iteration's output, or None: from
-    structured events first, then -- only when the iteration failed -- the last 2 KB
-    of the CLI's own text."""
+    """A limit or an authentication failure that ended an iteration, or None: from the
+    structured events of a run that ended badly (an error, no closing event, a non-zero
+    exit -- a limit hit earlier and recovered from is not the end), then, for a failed
+    iteration that did not say SUCCESS, from the last 2 KB of the CLI's own text."""
+    ended_badly = exit_code != 0 or report.error is not None or report.cut_short
+    if not ended_badly:
+        return None
     message = None
     if report.error is not None:
         message, status, category = report.error
         verdict = classify_provider_error(message, status, category)
-        if verdict == "auth":
-            return ProviderTrouble(kind="auth", limit=None, message=message, resets_at=None)
-        if verdict == "limit" or report.limit is not None:
+        if verdict == TROUBLE_AUTH:
+            return ProviderTrouble(kind=TROUBLE_AUTH, limit=None, message=message, resets_at=None)
+        if verdict == TROUBLE_LIMIT or report.limit is not None:
             kind = report.limit[0] if report.limit else (limit_in_text(message) or "rate limit")
             resets = report.limit[2] if report.limit and report.limit[2] else \
                 parse_reset_time(message, now)
-            return ProviderTrouble(kind="limit", limit=kind, message=message, resets_at=resets)
+            return ProviderTrouble(kind=TROUBLE_LIMIT, limit=kind, message=message, resets_at=resets)
     if report.limit is not None:
         kind, said, resets = report.limit
-        return ProviderTrouble(kind="limit", limit=kind, message=said or message or kind,
-                               resets_at=resets)
-    if not failed:
+        words = said or message or "the provider refused the request (%s limit)" % kind
+        return ProviderTrouble(kind=TROUBLE_LIMIT, limit=kind, message=words, resets_at=resets)
+    if success_said:
         return None
-    if preset == "gemini" and exit_code == 41:  # Gemini CLI's "no usable auth" exit
-        text = telling_line(report.own_text.decode("utf-8", "replace")) or "exit 41"
-        return ProviderTrouble(kind="auth", limit=None, message=text, resets_at=None)
     text = report.own_text.decode("utf-8", "replace")
-    named = limit_in_text(text)
+    if preset == "gemini" and exit_code == 41:  # Gemini CLI's "no usable auth" exit
+        return ProviderTrouble(kind=TROUBLE_AUTH, limit=None, message=telling_line(text) or "exit 41",
+                               resets_at=None)
+    named = limit_in_text(text, _CLI_LIMIT_MESSAGES)
     if named is not None:
-        return ProviderTrouble(kind="limit", limit=named, message=_limit_line(text),
+        return ProviderTrouble(kind=TROUBLE_LIMIT, limit=named, message=_limit_line(text),
                                resets_at=parse_reset_time(text, now))
-    if auth_failure_in_text(text):
-        return ProviderTrouble(kind="auth", limit=None, message=telling_line(text), resets_at=None)
+    if auth_failure_in_text(text, _CLI_AUTH_MESSAGES):
+        return ProviderTrouble(kind=TROUBLE_AUTH, limit=None, message=telling_line(text),
+                               resets_at=None)
     return None
 
 
 def _limit_line(text: str) -> str:
     """The line of a text that announces the limit (else its telling line)."""
     for line in reversed(text.splitlines()):
-        if limit_in_text(line):
+        if limit_in_text(line, _CLI_LIMIT_MESSAGES):
             return line.strip()[:200]
     return telling_line(text)
 
@@ -3956,7 +4044,7 @@ def error_fingerprint(output: bytes) -> str:
     import re
     import tempfile
 
-    text = output.decode("utf-8", "replace")
+    text = output[-4 * FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace")  # masks shorten it
     text = re.sub(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?(\.\d+)?(Z|[+-]\d\d:?\d\d)?", "<time>", text)
     text = re.sub(r"\b\d\d?:\d\d(:\d\d)?(\.\d+)?\b", "<time>", text)
     temp_roots = {tempfile.gettempdir(), "/tmp", "/var/folders", "/private/var/folders"}
@@ -4282,6 +4370,24 @@ def iso_time(moment: Optional[float] = None) -> str:
         int(moment * 1000) % 1000)
 
 
+def parse_iso_time(text: object) -> Optional[float]:
+    """The epoch of an iso_time text (read back from a .jsonl), or None."""
+    import calendar
+
+    if not isinstance(text, str):
+        return None
+    try:
+        whole = calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S"))
+        return whole + (float(text[19:23]) if text[19:20] == "." and text[20:23].isdigit() else 0.0)
+    except ValueError:
+        return None
+
+
+def clock_words(moment: float, now: float) -> str:
+    """A moment for a person, in local time: 21:03, or Nov 26 19:04 when a day or more away."""
+    return time.strftime("%H:%M" if abs(moment - now) < 20 * 3600 else "%b %d %H:%M", time.localtime(moment))
+
+
 def local_time(moment: Optional[float] = None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
 
@@ -4435,6 +4541,12 @@ class Outlet:
         self.on_trouble: Optional[Callable[[str], None]] = None
 
     def write(self, data: bytes) -> None:
+        if self.stream is None:  # started with the stream closed (`>&-`)
+            if not self.broken and self.on_trouble is not None:
+                self.on_trouble("%s is closed; agent output is no longer shown (the loop goes on)"
+                                % self.name)
+            self.broken = True
+            return
         if self.fd is None:
             try:
                 buffer = getattr(self.stream, "buffer", None)
@@ -4480,7 +4592,12 @@ class Outlet:
             try:
                 view = memoryview(chunk)
                 while view:
-                    view = view[os.write(self.fd, view):]
+                    try:
+                        view = view[os.write(self.fd, view):]
+                    except BlockingIOError:  # a parent made the pipe non-blocking: wait
+                        import select
+
+                        select.select([], [self.fd], [], 1.0)
             except OSError as exc:
                 error = exc
             with self.lock:
@@ -4502,17 +4619,22 @@ class Outlet:
                                     % self.name)
                 return
 
-    def close(self, stall: float = OUTLET_STALL_SECONDS) -> None:
-        """Write out what is queued, unless the reader has stalled for `stall` seconds."""
+    def close(self, stall: float = OUTLET_STALL_SECONDS, limit: Optional[float] = None) -> None:
+        """Write out what is queued, unless the reader has stalled for `stall` seconds or
+        `limit` seconds have passed (an interrupted run must be gone within a second)."""
         with self.lock:
             self.closing = True
             self.lock.notify_all()
             size, since = self.size, time.monotonic()
+            deadline = since + limit if limit is not None else None
             while self.size and not self.broken and self.thread is not None:
                 self.lock.wait(0.05)
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    break
                 if self.size != size:
-                    size, since = self.size, time.monotonic()
-                elif time.monotonic() - since > stall:
+                    size, since = self.size, now
+                elif now - since > stall:
                     break  # nobody reads it: the log has everything
 
 
@@ -4527,19 +4649,23 @@ class Progress:
         # The status line: a terminal, neither quiet nor verbose (the agent's own output
         # would tear it); heartbeat lines: anywhere else, unless quiet.
         self.live = err.tty and verbosity == NORMAL and os.environ.get("TERM") != "dumb"
-        self.heartbeat = heartbeat if not self.live and verbosity >= NORMAL else 0
+        self.heartbeat = heartbeat if not err.tty and verbosity >= NORMAL else 0
         self.ticker: Optional[Ticker] = None
         self.status: Optional[Callable[[], str]] = None
         self.beat: Optional[Callable[[], str]] = None
         self.drawn = False
+        import threading
+
+        self.lock = threading.Lock()  # the writer threads warn too; `drawn` is shared
 
     # -- lines ------------------------------------------------------------------------
 
     def _emit(self, text: str) -> None:
-        if self.drawn:
-            text = ERASE_LINE + text
-            self.drawn = False
-        self.err.write(text.encode("utf-8", "replace"))
+        with self.lock:
+            if self.drawn:
+                text = ERASE_LINE + text
+                self.drawn = False
+            self.err.write(text.encode("utf-8", "replace"))
 
     def _write(self, message: str) -> None:
         self._emit("[%s] %s\n" % (time.strftime("%H:%M:%S"), message))
@@ -4590,9 +4716,10 @@ class Progress:
 
     def end(self) -> None:
         self.ticker = self.status = self.beat = None
-        if self.drawn:
-            self.err.write(ERASE_LINE.encode())
-            self.drawn = False
+        with self.lock:
+            if self.drawn:
+                self.err.write(ERASE_LINE.encode())
+                self.drawn = False
 
     def _redraw(self) -> None:
         if self.status is None:
@@ -4601,8 +4728,9 @@ class Progress:
         text = self.status()
         if len(text) > width - 1:
             text = text[:max(width - 2, 0)] + "…"
-        self.err.write((ERASE_LINE + text).encode("utf-8", "replace"))
-        self.drawn = True
+        with self.lock:
+            self.err.write((ERASE_LINE + text).encode("utf-8", "replace"))
+            self.drawn = True
 
 
 def _terminal_width(fd: Optional[int]) -> int:
@@ -4737,16 +4865,6 @@ class LoopState:
         if self.status == STATUS_INTERRUPTED:
             return 128 + (self.interrupted_by or signal.SIGINT)
         return EXIT_CODES[self.status]
-
-    def add_usage(self, usage: Mapping[str, Any]) -> None:
-        """Add one iteration's usage to the run's totals (the model: the latest)."""
-        for name, value in usage.items():
-            if value is None:
-                continue
-            if name == "model":
-                self.usage[name] = value
-            else:
-                self.usage[name] = self.usage.get(name, 0) + value
 
     def usage_totals(self) -> Optional[Dict[str, Any]]:
         return {name: self.usage.get(name) for name in USAGE_FIELDS} if self.usage else None
@@ -4930,7 +5048,7 @@ class _Run:
                      echo_err=_tee(self.stderr_sink, self.log_sink) if record else None)
         if record:
             self.record_gate(GATE_GIT, shown, result.exit_code, time.monotonic() - started)
-        elif result.exit_code != 0 and args[:1] != ["diff"] and self.log is not None:
+        elif result.exit_code != 0 and args[0] in ("add", "rm", "write-tree") and self.log is not None:
             self.log.text("--- git: %s ---\n%s%s--- git exited %d ---\n" % (
                 shown, result.out, result.err, result.exit_code))
         if result.interrupted is not None:
@@ -5036,7 +5154,6 @@ class _Run:
         """Run one iteration and its gates; False when the loop must stop."""
         plan, state, gates, progress, log = self.plan, self.state, self.plan.gates, self.progress, self.log
         number = state.iteration + 1
-        self.during = number
         cap = plan.max_iterations
         label = "%d/%d" % (number, cap) if cap is not None else "%d" % number
         prompt = build_prompt(plan, state.previous)
@@ -5049,6 +5166,7 @@ class _Run:
         head_before = read_head(repo) if repo is not None else None
         tree_before = self.fingerprint() if gates.no_change else None
         self.checkpoint()
+        self.during = number  # from here, an interruption is "during iteration N"
         started = time.monotonic()
         progress.info("Iteration %s starting..." % label)
         if log is not None:
@@ -5076,30 +5194,29 @@ class _Run:
             progress.end()
         report = reader.finish(result)
         if report.usage:  # spent whatever happens next, an interruption included
-            state.add_usage(report.usage)
+            add_usage(state.usage, report.usage)
 
         def log_end(outcome: str, verified: Optional[bool] = None, reason: Optional[str] = None) -> None:
             self.finish_log_iteration(number, result, report.signals, verified, outcome, head_before,
                                       started, report.usage, reason)
         if result.interrupted is not None:
-            log_end("interrupted")
+            log_end(OUTCOME_INTERRUPTED)
             raise Interrupted(result.interrupted)
 
-        success_said = SIGNAL_SUCCESS in report.signals
-        agent_failed = not success_said and (result.exit_code != 0 or report.error is not None
-                                             or report.cut_short)
-        trouble = find_provider_trouble(report, result.exit_code, agent_failed, time.time(),
-                                        self.agent.preset)
-        if trouble is not None and trouble.kind == "limit" and not success_said:
+        # A limit beats a SUCCESS said before it: the iteration runs again after the wait
+        # and says so again if it was done (never believe "done" from a run that failed).
+        trouble = find_provider_trouble(report, result.exit_code, SIGNAL_SUCCESS in report.signals,
+                                        time.time(), self.agent.preset)
+        if trouble is not None and trouble.kind == TROUBLE_LIMIT:
             return self.limited(label, report, trouble, started, log_end)
 
         verified, check = None, None
         feedback, source = report.tail, "the agent's"
-        if gates.verify and not result.timed_out and trouble is None:
+        if gates.verify and not result.timed_out and trouble is None:  # (bad credentials: none)
             try:
                 check = self.gate(GATE_VERIFY, gates.verify)
             except Interrupted:
-                log_end("interrupted")
+                log_end(OUTCOME_INTERRUPTED)
                 raise
             verified = check.exit_code == 0
             if not verified:
@@ -5113,7 +5230,7 @@ class _Run:
                     args, env, record=args[0] in ("commit", "push")),
                                               repo, gates, plan.procedure, number, plan.log_dir)
             except Interrupted:
-                log_end("interrupted", verified)
+                log_end(OUTCOME_INTERRUPTED, verified)
                 raise
             if git_problem:
                 outcome = FAILURE
@@ -5150,13 +5267,13 @@ class _Run:
                           " the claim is rejected" % (number, gates.verify))
         if git_problem:
             progress.warn("iteration %d: %s" % (number, git_problem))
-        if plan.max_cost is not None and report.usage is not None and \
+        if plan.max_cost is not None and report.usage is not None and not report.cut_short and \
                 report.usage.get("cost_usd") is None and not self.cost_unknown_said:
             self.cost_unknown_said = True
             progress.warn("iteration %d: the agent reported no cost, so max_cost cannot be"
                           " checked against it" % number)
         log_end(outcome, verified, "%s: %s" % reason if reason else None)
-        if trouble is not None and trouble.kind == "auth":
+        if trouble is not None and trouble.kind == TROUBLE_AUTH:
             login = PRESET_LOGINS.get(self.agent.preset or "")
             self.stop(STATUS_ERROR, "the agent cannot authenticate: %s%s" % (
                 _one_line(trouble.message, 300),
@@ -5228,10 +5345,8 @@ class _Run:
             state.limit_stop = trouble
             self.stop(STATUS_LIMITED, "%s (%s)" % (_limit_words(trouble, now), beyond))
             return False
-        until = time.localtime(now + wait)
-        when = time.strftime("%H:%M" if wait < 20 * 3600 else "%b %d %H:%M", until)
         progress.info("Usage limit reached (%s): %s; waiting until %s (%s). Ctrl+C stops." % (
-            trouble.limit, _one_line(trouble.message, 200), when,
+            trouble.limit, _one_line(trouble.message, 200), clock_words(now + wait, now),
             format_duration(wait) if trouble.resets_at else
             "%s, the provider did not say when it resets" % format_budget(round(wait))))
         state.waiting_for_limit = True
@@ -5344,9 +5459,8 @@ def _limit_words(trouble: ProviderTrouble, now: float) -> str:
     text = "usage limit (%s): %s" % (trouble.limit, _one_line(trouble.message, 200))
     if trouble.resets_at is None:
         return text + "; the provider did not say when it resets"
-    moment = time.localtime(trouble.resets_at)
-    clock = time.strftime("%H:%M" if trouble.resets_at - now < 20 * 3600 else "%b %d %H:%M", moment)
-    return text + "; it resets at %s (in %s)" % (clock, format_duration(max(trouble.resets_at - now, 0)))
+    return text + "; it resets at %s (in %s)" % (clock_words(trouble.resets_at, now),
+                                                 format_duration(max(trouble.resets_at - now, 0)))
 
 
 def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
@@ -5385,6 +5499,8 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
         run.interrupted(exc.signum, run.during)
     except RoodaError as exc:  # e.g. a fragment that disappeared mid-run
         run.stop(STATUS_ERROR, str(exc))
+    if guard.signum is not None and state.status != STATUS_INTERRUPTED:
+        run.interrupted(guard.signum, None)  # it came as the run ended: no result overrides it
     _report_end(state, plan, progress)
     if log is not None:
         summary = _closing_line(state, plan)
@@ -5791,6 +5907,8 @@ def plan_run(options: Any, config: Config, procedure_name: str,
     prompt_text = None
     if prompt_file == "-":
         # Read once, before anything runs: every iteration gets the same text.
+        if sys.stdin is None:
+            raise UsageError("prompt -: standard input is closed; pipe the prompt in, or name a file")
         prompt_text = sys.stdin.buffer.read().decode("utf-8", "replace")
         if not prompt_text.strip():
             raise UsageError("prompt -: nothing arrived on standard input")
@@ -5927,10 +6045,10 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
     finally:
         if log is not None:
             log.close()
-        # An interrupted run must be gone within a second, stalled reader or not.
-        stall = 0.2 if guard.signum is not None else OUTLET_STALL_SECONDS
+        # An interrupted run must be gone within a second, whatever its readers do.
+        limit = 0.3 if guard.signum is not None else None
         for outlet in {out, err}:
-            outlet.close(stall)
+            outlet.close(limit=limit)
     if state.status == STATUS_INTERRUPTED:
         _FATAL_SIGNAL = state.interrupted_by
     return state.exit_code()
@@ -6243,211 +6361,6 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
     return 2 if any(level == "error" for level, _ in lines) else 0
 
 
-# `status`: what the newest run in a log directory is doing, read from its .jsonl while it
-# runs in another terminal (SPEC 14). Lines that do not parse are skipped and counted.
-_SESSION_NAME = r"session-(\d{8}-\d{6})(?:-(\d+))?\.jsonl$"
-
-
-def _session_files(directory: str) -> List[str]:
-    """The session .jsonl files of a directory, newest first (the agent's raw streams left out)."""
-    import re
-
-    found = []
-    for name in os.listdir(directory):
-        match = re.match(_SESSION_NAME, name)
-        if match:
-            found.append(((match.group(1), int(match.group(2) or 1)), name))
-    return [os.path.join(directory, name) for _, name in sorted(found, reverse=True)]
-
-
-def _pid_alive(pid: object) -> bool:
-    """Whether a rooda with that pid still runs (a reused pid of another program is not)."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    except OSError:
-        return False
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as stream:
-            return b"rooda" in stream.read()
-    except OSError:
-        return True  # no /proc to ask: trust the pid
-
-
-def summarize_session(path: str, now: Optional[float] = None) -> Dict[str, Any]:
-    """One session's state from its .jsonl: running or ended, how far, what it cost."""
-    import calendar
-    import json
-
-    now = time.time() if now is None else now
-    summary: Dict[str, Any] = {
-        "session": path, "procedure": None, "state": "unknown", "status": None, "exit_code": None,
-        "reason": None, "pid": None, "started": None, "iteration": None, "max_iterations": None,
-        "iterations": 0, "successes": 0, "failures": 0, "limited": 0, "elapsed_seconds": None,
-        "usage": None, "last_event": None, "last_event_time": None, "waiting_until": None,
-        "skipped_lines": 0}
-    usage: Dict[str, Any] = {}
-    started_at = None
-    ended = None
-    with open(path, "rb") as stream:
-        for raw in stream:
-            try:
-                event = json.loads(raw)
-                name = event["event"]
-            except (ValueError, KeyError, TypeError):
-                summary["skipped_lines"] += 1
-                continue
-            summary["last_event"], summary["last_event_time"] = name, event.get("time")
-            waiting = None
-            if name == "limit" and isinstance(event.get("wait_seconds"), (int, float)):
-                try:
-                    waiting = iso_time(calendar.timegm(time.strptime(event["time"][:19], "%Y-%m-%dT%H:%M:%S"))
-                                       + event["wait_seconds"])
-                except (KeyError, TypeError, ValueError):
-                    waiting = None
-            summary["waiting_until"] = waiting
-            if name == "session_start":
-                summary.update(procedure=event.get("procedure"), pid=event.get("pid"),
-                               max_iterations=event.get("max_iterations"), started=event.get("time"))
-                try:
-                    started_at = calendar.timegm(time.strptime(event["time"][:19], "%Y-%m-%dT%H:%M:%S"))
-                except (KeyError, TypeError, ValueError):
-                    started_at = None
-            elif name == "iteration_start":
-                summary["iteration"] = event.get("iteration")
-            elif name == "iteration_end":
-                outcome = event.get("outcome")
-                if outcome == LIMITED:
-                    summary["limited"] += 1
-                elif outcome in (SUCCESS, COMPLETED):
-                    summary["successes"] += 1
-                elif outcome in FAILING_OUTCOMES:
-                    summary["failures"] += 1
-                if outcome not in (LIMITED, "interrupted"):
-                    summary["iterations"] += 1
-                for key, value in (event.get("usage") or {}).items():
-                    if value is not None:
-                        usage[key] = value if key == "model" else usage.get(key, 0) + value
-            elif name == "session_end":
-                ended = event
-    if ended is not None:
-        summary.update(state="ended", status=ended.get("status"), exit_code=ended.get("exit_code"),
-                       reason=ended.get("reason"), elapsed_seconds=ended.get("seconds"),
-                       iterations=ended.get("iterations", summary["iterations"]))
-    else:
-        summary["state"] = "running" if _pid_alive(summary["pid"]) else "killed"
-        if started_at is not None:
-            summary["elapsed_seconds"] = round(now - started_at, 3)
-    summary["usage"] = {name: usage.get(name) for name in USAGE_FIELDS} if usage else None
-    return summary
-
-
-def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
-    """The summary for a person."""
-    import calendar
-
-    rows = [("session", _display_path(summary["session"], cwd)),
-            ("procedure", summary["procedure"] or "(unknown)")]
-    cap = summary["max_iterations"]
-    if summary["state"] == "running" and summary["waiting_until"]:
-        until = calendar.timegm(time.strptime(summary["waiting_until"][:19], "%Y-%m-%dT%H:%M:%S"))
-        state = "running (pid %s), waiting for a usage limit to reset until %s (%s left);" \
-                " iteration %s%s runs again then" % (
-                    summary["pid"], time.strftime("%H:%M:%S", time.localtime(until)),
-                    format_duration(max(until - now, 0)), summary["iteration"] or 1,
-                    "/%d" % cap if cap else "")
-    elif summary["state"] == "running":
-        state = "running (pid %s), iteration %s%s under way" % (
-            summary["pid"], summary["iteration"] or 1, "/%d" % cap if cap else "")
-    elif summary["state"] == "ended":
-        state = "ended: %s, exit code %s" % (summary["status"], summary["exit_code"])
-    else:
-        state = "ended without a session_end (killed?); it was in iteration %s" % (
-            summary["iteration"] or "(none yet)")
-    rows.append(("state", state))
-    if summary["reason"]:
-        rows.append(("reason", summary["reason"]))
-    done = "%d%s done: %d succeeded, %d failed" % (
-        summary["iterations"], "/%d" % cap if cap else "", summary["successes"], summary["failures"])
-    if summary["limited"]:
-        done += ", %s at a usage limit" % plural(summary["limited"], "attempt")
-    rows.append(("iterations", done))
-    if summary["elapsed_seconds"] is not None:
-        rows.append(("elapsed", format_duration(summary["elapsed_seconds"])))
-    if summary["usage"]:
-        figures = describe_usage(summary["usage"], summary["usage"].get("tool_calls"))
-        rows.append(("usage", " · ".join(figures)))
-    if summary["last_event"]:
-        when = summary["last_event_time"] or ""
-        try:
-            moment = calendar.timegm(time.strptime(when[:19], "%Y-%m-%dT%H:%M:%S"))
-            when = "%s (%s ago)" % (time.strftime("%H:%M:%S", time.localtime(moment)),
-                                    format_duration(max(now - moment, 0)))
-        except ValueError:
-            pass
-        rows.append(("last event", "%s at %s" % (summary["last_event"], when)))
-    if summary["skipped_lines"]:
-        rows.append(("skipped", "%s that did not parse" % plural(summary["skipped_lines"], "line")))
-    return "".join("%-10s  %s\n" % row for row in rows)
-
-
-def _status_row(summary: Dict[str, Any]) -> str:
-    """One line of `status --all`: start, procedure, iterations, status, duration, cost."""
-    import calendar
-
-    try:
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(calendar.timegm(
-            time.strptime((summary["started"] or "")[:19], "%Y-%m-%dT%H:%M:%S"))))
-    except ValueError:
-        started = "?" * 19
-    cap = summary["max_iterations"]
-    status = summary["status"] if summary["state"] == "ended" else summary["state"]
-    cost = (summary["usage"] or {}).get("cost_usd")
-    return "%s  %-12s  %7s  %-11s  %9s  %s" % (
-        started, summary["procedure"], "%d%s" % (summary["iterations"], "/%d" % cap if cap else ""),
-        status, format_duration(summary["elapsed_seconds"] or 0),
-        format_cost(cost) if cost is not None else "-")
-
-
-def command_status(options: Any) -> int:
-    """`status [--all] [--json] [--log-dir DIR]`: the newest session (or all of them)."""
-    import json
-
-    cwd = os.getcwd()
-    if options.log_dir:
-        directory = os.path.join(cwd, os.path.expanduser(options.log_dir))
-    else:
-        directory = os.path.join(ROODA_DIR, load_config(options.config).loop("log_dir"))
-    shown = _display_path(directory, cwd)
-    if not os.path.isdir(directory):
-        sys.stderr.write("rooda: no log directory at %s (no run has written logs there; --log-dir"
-                         " DIR names another)\n" % shown)
-        return 1
-    sessions = _session_files(directory)
-    if not sessions:
-        sys.stderr.write("rooda: no session logs in %s\n" % shown)
-        return 1
-    now = time.time()
-    summaries = []
-    for path in sessions if options.all else sessions[:1]:
-        try:
-            summaries.append(summarize_session(path, now))
-        except OSError as exc:
-            sys.stderr.write("rooda: cannot read %s: %s\n" % (_display_path(path, cwd), exc.strerror))
-    if options.json:
-        write_stdout("".join(json.dumps(summary, ensure_ascii=False) + "\n" for summary in summaries))
-    elif options.all:
-        write_stdout("".join(_status_row(summary) + "\n" for summary in summaries))
-    elif summaries:
-        write_stdout(_status_text(summaries[0], cwd, now))
-    return 0 if summaries else 1
-
-
 # What `vendor` copies: the vendoring unit of SPEC 1.
 VENDOR_DIR = ".rooda"
 VENDOR_MANIFEST = "manifest.json"
@@ -6528,10 +6441,12 @@ def command_vendor(options: Any, directory: str) -> int:
                 os.replace(path, path + ".orig")
             else:
                 os.unlink(path)
-        with open(os.path.join(target, ".gitignore"), "w") as stream:
-            stream.write("# session logs of rooda (python3 .rooda/rooda.py ...), and its bytecode"
-                         " cache;\n# everything else in .rooda/ is meant to be committed\n"
-                         "logs/\n__pycache__/\n")
+        ignore = os.path.join(target, ".gitignore")
+        if not os.path.exists(ignore):  # once: it is the project's file from then on
+            with open(ignore, "w") as stream:
+                stream.write("# session logs of rooda (python3 .rooda/rooda.py ...), and its bytecode"
+                             " cache;\n# everything else in .rooda/ is meant to be committed\n"
+                             "logs/\n__pycache__/\n")
         with open(manifest_path, "w") as stream:
             json.dump({"version": __version__, "files": new}, stream, indent=2, sort_keys=True)
             stream.write("\n")
@@ -6549,6 +6464,221 @@ def command_vendor(options: Any, directory: str) -> int:
                      "" if here else "cd %s && " % directory, VENDOR_DIR))
     return 0
 
+
+# ----------------------------------------------------------------------
+# 22. The status command
+# ----------------------------------------------------------------------
+# `status`: what the newest run in a log directory is doing, read from its .jsonl while
+# it runs in another terminal (SPEC 14). A line that does not parse, or does not have
+# the shape rooda writes, is skipped and counted: never a traceback.
+
+# Session .jsonl names: the stamp, and the -2, -3 ... of a second run in the same second.
+_SESSION_NAME = r"session-(\d{8}-\d{6})(?:-(\d+))?\.jsonl$"
+# What `status` says of a session: its pid lives and it has no session_end; it has one;
+# it has none and its pid is gone (SIGKILL, a crash, a power cut).
+RUN_RUNNING, RUN_ENDED, RUN_KILLED = "running", "ended", "killed"
+
+
+def _session_files(directory: str) -> List[str]:
+    """The session .jsonl files of a directory, newest first (the agent's raw streams left out)."""
+    import re
+
+    found = []
+    for name in os.listdir(directory):
+        match = re.match(_SESSION_NAME, name)
+        if match:
+            found.append(((match.group(1), int(match.group(2) or 1)), name))
+    return [os.path.join(directory, name) for _, name in sorted(found, reverse=True)]
+
+
+def _process_started(pid: int) -> Optional[float]:
+    """When a process started (epoch), from /proc; None where that cannot be read."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as stream:
+            ticks = int(stream.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/stat", "rb") as stream:
+            boot = int(next(line for line in stream if line.startswith(b"btime")).split()[1])
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _run_alive(pid: object, started: Optional[float]) -> bool:
+    """Whether the rooda that wrote a session still runs: its pid lives, and (where /proc
+    says) that process started before the session did -- a reused pid is not it."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    except OSError:
+        return False
+    began = _process_started(pid)
+    return began is None or started is None or began <= started + 2
+
+
+def summarize_session(path: str, now: Optional[float] = None) -> Dict[str, Any]:
+    """One session's state from its .jsonl: running or ended, how far, what it cost."""
+    import json
+
+    now = time.time() if now is None else now
+    summary: Dict[str, Any] = {
+        "session": path, "procedure": None, "state": None, "status": None, "exit_code": None,
+        "reason": None, "pid": None, "started": None, "iteration": None, "max_iterations": None,
+        "iterations": 0, "successes": 0, "failures": 0, "limited": 0, "elapsed_seconds": None,
+        "usage": None, "last_event": None, "last_event_time": None, "waiting_until": None,
+        "skipped_lines": 0}
+    usage: Dict[str, Any] = {}
+    started_at = last_at = None
+    ended = None
+    with open(path, "rb") as stream:
+        for raw in stream:
+            try:
+                event = json.loads(raw)
+                name = event["event"]
+                moment = parse_iso_time(event["time"])
+                if not isinstance(name, str) or moment is None:
+                    raise ValueError(name)
+            except (ValueError, KeyError, TypeError, RecursionError):
+                summary["skipped_lines"] += 1
+                continue
+            summary["last_event"], summary["last_event_time"], last_at = name, event["time"], moment
+            wait = _number(event.get("wait_seconds"))
+            summary["waiting_until"] = iso_time(moment + wait) if name == "limit" and wait else None
+            if name == "session_start":
+                pid, cap = event.get("pid"), event.get("max_iterations")
+                summary.update(procedure=str(event.get("procedure")), started=event["time"],
+                               pid=pid if isinstance(pid, int) else None,
+                               max_iterations=cap if isinstance(cap, int) else None)
+                started_at = moment
+            elif name == "iteration_start" and isinstance(event.get("iteration"), int):
+                summary["iteration"] = event["iteration"]
+            elif name == "iteration_end":
+                outcome = event.get("outcome")
+                if outcome == LIMITED:
+                    summary["limited"] += 1
+                elif outcome in (SUCCESS, COMPLETED):
+                    summary["successes"] += 1
+                elif outcome in FAILING_OUTCOMES:
+                    summary["failures"] += 1
+                if outcome not in (LIMITED, OUTCOME_INTERRUPTED):
+                    summary["iterations"] += 1
+                add_usage(usage, _mapping(event.get("usage")))
+            elif name == "session_end":
+                ended = event
+    if ended is not None:
+        iterations, seconds = ended.get("iterations"), _number(ended.get("seconds"))
+        summary.update(state=RUN_ENDED, status=ended.get("status"), exit_code=ended.get("exit_code"),
+                       reason=ended.get("reason"), elapsed_seconds=seconds,
+                       iterations=iterations if isinstance(iterations, int) else summary["iterations"])
+    else:
+        alive = _run_alive(summary["pid"], started_at)
+        summary["state"] = RUN_RUNNING if alive else RUN_KILLED
+        if started_at is not None:  # a killed run lasted until its last event
+            summary["elapsed_seconds"] = round((now if alive else last_at or started_at) - started_at, 3)
+    summary["usage"] = {name: usage.get(name) for name in USAGE_FIELDS} if usage else None
+    return summary
+
+
+def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
+    """The summary for a person."""
+    cap = summary["max_iterations"]
+    of_cap = "/%d" % cap if cap else ""
+    rows = [("session", _display_path(summary["session"], cwd)),
+            ("procedure", summary["procedure"] or "(unknown)")]
+    until = parse_iso_time(summary["waiting_until"]) if summary["waiting_until"] else None
+    if summary["state"] == RUN_RUNNING and until is not None:
+        state = "running (pid %s), waiting for a usage limit to reset until %s (%s left); iteration" \
+                " %s%s runs again then" % (summary["pid"], clock_words(until, now),
+                                           format_duration(max(until - now, 0)),
+                                           summary["iteration"] or 1, of_cap)
+    elif summary["state"] == RUN_RUNNING:
+        state = "running (pid %s), iteration %s%s under way" % (summary["pid"], summary["iteration"] or 1,
+                                                                of_cap)
+    elif summary["state"] == RUN_ENDED:
+        state = "ended: %s, exit code %s" % (summary["status"], summary["exit_code"])
+    else:
+        state = "ended without a session_end (killed?); it was in iteration %s" % (
+            summary["iteration"] or "(none yet)")
+    rows.append(("state", state))
+    if summary["reason"]:
+        rows.append(("reason", str(summary["reason"])))
+    done = "%d%s done: %d succeeded, %d failed" % (summary["iterations"], of_cap, summary["successes"],
+                                                   summary["failures"])
+    if summary["limited"]:
+        done += ", %s at a usage limit" % plural(summary["limited"], "attempt")
+    rows.append(("iterations", done))
+    if summary["elapsed_seconds"] is not None:
+        rows.append(("elapsed", format_duration(summary["elapsed_seconds"])))
+    if summary["usage"]:
+        usage = summary["usage"]
+        rows.append(("usage", " · ".join(describe_usage(usage, usage.get("tool_calls")))))
+    if summary["last_event"]:
+        moment = parse_iso_time(summary["last_event_time"])
+        rows.append(("last event", "%s at %s (%s ago)" % (
+            summary["last_event"], time.strftime("%H:%M:%S", time.localtime(moment)),
+            format_duration(max(now - (moment or now), 0)))))
+    if summary["skipped_lines"]:
+        rows.append(("skipped", "%s that did not parse" % plural(summary["skipped_lines"], "line")))
+    return "".join("%-10s  %s\n" % row for row in rows)
+
+
+def _status_row(summary: Dict[str, Any]) -> str:
+    """One line of `status --all`: start, procedure, iterations, status, duration, cost."""
+    started = parse_iso_time(summary["started"]) if summary["started"] else None
+    cap = summary["max_iterations"]
+    status = summary["status"] if summary["state"] == RUN_ENDED else summary["state"]
+    cost = (summary["usage"] or {}).get("cost_usd")
+    return "%s  %-12s  %7s  %-11s  %9s  %s" % (
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "?" * 19,
+        summary["procedure"], "%d%s" % (summary["iterations"], "/%d" % cap if cap else ""), status,
+        format_duration(summary["elapsed_seconds"] or 0), format_cost(cost) if cost is not None else "-")
+
+
+def command_status(options: Any) -> int:
+    """`status [--all] [--json] [--log-dir DIR]`: the newest session (or all of them)."""
+    import json
+
+    cwd = os.getcwd()
+    if options.log_dir:
+        directory = os.path.join(cwd, os.path.expanduser(options.log_dir))
+    else:
+        directory = os.path.join(ROODA_DIR, load_config(options.config).loop("log_dir"))
+    shown = _display_path(directory, cwd)
+    if not os.path.isdir(directory):
+        sys.stderr.write("rooda: no log directory at %s (no run has written logs there; --log-dir"
+                         " DIR names another)\n" % shown)
+        return 1
+    try:
+        sessions = _session_files(directory)
+    except OSError as exc:
+        sys.stderr.write("rooda: cannot read the log directory %s: %s\n" % (shown, exc.strerror))
+        return 1
+    if not sessions:
+        sys.stderr.write("rooda: no session logs in %s\n" % shown)
+        return 1
+    now = time.time()
+    summaries = []
+    for path in sessions if options.all else sessions[:1]:
+        try:
+            summaries.append(summarize_session(path, now))
+        except OSError as exc:
+            sys.stderr.write("rooda: cannot read %s: %s\n" % (_display_path(path, cwd), exc.strerror))
+    if options.json:
+        write_stdout("".join(json.dumps(summary, ensure_ascii=False) + "\n" for summary in summaries))
+    elif options.all:
+        write_stdout("".join(_status_row(summary) + "\n" for summary in summaries))
+    elif summaries:
+        write_stdout(_status_text(summaries[0], cwd, now))
+    return 0 if summaries else 1
+
+
+# ----------------------------------------------------------------------
+# 23. main
+# ----------------------------------------------------------------------
 
 # The commands and their word counts: (fewest, most, usage). Anything else is a procedure.
 COMMAND_WORDS = {
@@ -6608,10 +6738,6 @@ def dispatch(options: Any) -> int:
         raise UsageError("unexpected argument '%s' (usage: <procedure> [max_iterations])" % words[1])
     return command_run(options, command, words[0] if words else None)
 
-
-# ----------------------------------------------------------------------
-# 22. main
-# ----------------------------------------------------------------------
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Parse, dispatch, and turn errors into messages and exit codes."""

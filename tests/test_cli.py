@@ -145,11 +145,16 @@ def test_fragments_join_stripped_with_a_blank_line(workspace, capfd):
 
 def test_fragment_parameters(workspace, capfd):
     (workspace / "t.md").write_text("Work on {{.area}} and {{ .area }} only.")
+    (workspace / "plain.md").write_text('Quote Go templates as {{"{{"}} .Values.x }}.')
     write_config(workspace, {"procedures": {"p": {
         "observe": [{"path": "t.md", "parameters": {"area": "auth"}}],
-        "orient": "t.md", "decide": "t.md", "act": "t.md"}}})
+        "orient": "plain.md", "decide": "plain.md", "act": "plain.md"}}})
     code, out, _ = run_main(capfd, "p", "-d", "--ai-cmd", "x")
     assert "## OBSERVE\nWork on auth and auth only.\n" in out
+    assert "## ACT\nQuote Go templates as {{ .Values.x }}.\n" in out  # Go's escape
+    write_config(workspace, {"procedures": {"p": {"observe": "t.md"}}})
+    code, out, err = run_main(capfd, "p", "-d", "--ai-cmd", "x")
+    assert code == 2 and "placeholder {{.area}} has no parameter" in err  # never passed on as text
 
 
 # --- usage errors: one line, exit 2 ----------------------------------------------------
