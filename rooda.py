@@ -21,24 +21,26 @@ Sections, in this order (each name is defined before it is used):
    3. Small utilities
    4. YAML subset loader
    5. Configuration schema
-   6. Configuration tiers
-   7. Agent command
-   8. Prompt assembly
-   9. Signal scanning
-  10. Agent output formats
-  11. Signals and process groups
-  12. Agent process
-  13. Reading the agent's output
-  14. Usage limits and provider errors
-  15. Gates
-  16. Git
-  17. Session logs
-  18. Progress lines
-  19. The loop
-  20. Command line
-  21. Commands
-  22. The status command
-  23. main
+   6. Fragment references
+   7. Configuration tiers
+   8. Agent command
+   9. Prompt assembly
+  10. Signal scanning
+  11. Agent output formats
+  12. Signals and process groups
+  13. Agent process
+  14. Reading the agent's output
+  15. Usage limits and provider errors
+  16. Gates
+  17. Git
+  18. Session logs
+  19. Progress lines
+  20. Run plan and loop state
+  21. The loop
+  22. Command line
+  23. Commands
+  24. The status command
+  25. main
 """
 from __future__ import annotations
 
@@ -1284,7 +1286,164 @@ def validate_config(data: dict, report: Callable[[tuple, str], None]) -> None:
 
 
 # ----------------------------------------------------------------------
-# 6. Configuration tiers
+# 6. Fragment references
+# ----------------------------------------------------------------------
+# A procedure's phases name fragments: a file (relative to the configuration file that
+# names it), inline `content`, or a `builtin:` path -- a shipped prompt, or one of the Go
+# rooda's built-in names mapped onto the shipped fragment that does the same job. Each
+# is resolved once, when its configuration layer is read, into {path|content, parameters}.
+
+# The Go rooda's built-in fragments -- `builtin:fragments/<phase>/<name>.md`, the 57 names
+# its 16 built-in procedures use -- and the shipped fragment (prompts/<phase>/) that does
+# the same job. Several names may share one fragment; a phase lists it once. The table is
+# printed in the README ("Configs written for the Go rooda").
+GO_BUILTIN_FRAGMENTS = {
+    "observe": {
+        "study_agents_md": "agents-md", "scan_repo_structure": "repository",
+        "detect_build_system": "repository", "detect_work_tracking": "tracker",
+        "query_work_tracking": "tracker", "study_specs": "specs", "study_impl": "code",
+        "study_task_details": "plan", "study_draft_plan": "plan", "study_task_input": "request",
+        "run_tests": "checks", "run_lints": "checks", "verify_commands": "checks",
+    },
+    "orient": {
+        "compare_detected_vs_documented": "agents-drift", "compare_documented_vs_actual": "agents-drift",
+        "identify_drift": "agents-drift", "evaluate_against_quality_criteria": "quality-criteria",
+        "understand_task_requirements": "task", "understand_feature_requirements": "feature",
+        "understand_bug_root_cause": "fix", "search_codebase": "affected",
+        "identify_affected_files": "affected", "identify_affected_specs": "affected",
+        "identify_affected_code": "affected", "identify_spec_deficiencies": "spec-quality",
+        "parse_plan_tasks": "plan-vs-tracker", "map_to_work_tracking_format": "plan-vs-tracker",
+        "identify_specified_but_not_implemented": "spec-to-impl",
+        "identify_implemented_but_not_specified": "impl-to-spec",
+        "identify_structural_issues": "refactor", "identify_duplication": "refactor",
+        "identify_code_smells": "impl-quality", "identify_complexity_issues": "impl-quality",
+        "identify_maintenance_needs": "chore", "understand_chore_request": "chore",
+        "understand_refactor_request": "refactor",
+    },
+    "decide": {
+        "determine_sections_to_update": "agents-sync", "decide_signal": "signal",
+        "pick_task": "task", "plan_implementation_approach": "impl-changes",
+        "break_down_into_tasks": "plan", "prioritize_tasks": "plan", "prioritize_findings": "findings",
+        "prioritize_gaps_by_impact": "findings", "identify_issues": "findings",
+        "categorize_drift_severity": "findings", "determine_import_strategy": "publish",
+    },
+    "act": {
+        "write_agents_md": "write-agents-md", "commit_changes": "commit", "emit_signal": "signals",
+        "modify_files": "implement", "run_tests": "implement", "update_work_tracking": "implement",
+        "create_work_items": "publish-plan", "update_draft_plan_status": "publish-plan",
+        "write_audit_report": "write-report", "write_gap_report": "write-report",
+        "write_draft_plan": "write-draft-plan",
+    },
+}
+# What a Go name's fragment needs that the Go config cannot say.
+GO_FRAGMENT_PARAMETERS = {
+    "write-report": {"report": "that AGENTS.md names for audit reports (else audits/report.md)"},
+}
+
+
+def _resolve_builtin(target: str) -> Tuple[str, Optional[Dict[str, str]], bool]:
+    """A `builtin:` path as (file, default parameters, whether it is a Go built-in name):
+    `builtin:prompts/act/signals.md` is the shipped file itself; `builtin:fragments/<phase>/
+    <name>.md` a Go rooda name from GO_BUILTIN_FRAGMENTS (or a shipped file so named).
+    A name neither knows is a ValueError that proposes the nearest one."""
+    name = target[len("builtin:"):].lstrip("/")
+    if name.startswith("prompts/"):
+        return os.path.join(ROODA_DIR, "prompts", name[len("prompts/"):]), None, False
+    rest = name[len("fragments/"):] if name.startswith("fragments/") else name
+    phase, _, file_name = rest.partition("/")
+    stem = file_name[:-3] if file_name.endswith(".md") else file_name
+    table = GO_BUILTIN_FRAGMENTS.get(phase, {})
+    if stem in table:
+        shipped = table[stem]
+        parameters = GO_FRAGMENT_PARAMETERS.get(shipped)
+        return os.path.join(ROODA_DIR, "prompts", phase, shipped + ".md"), \
+            dict(parameters) if parameters else None, True
+    own = os.path.join(ROODA_DIR, "prompts", rest)
+    if os.path.isfile(own):
+        return own, None, False
+    if phase not in PHASES:
+        raise ValueError("%s: no such built-in fragment (they are builtin:fragments/<phase>/<name>.md"
+                         " with a phase of %s)" % (target, ", ".join(PHASES)))
+    shipped_names = [f[:-3] for f in sorted(os.listdir(os.path.join(ROODA_DIR, "prompts", phase)))
+                     if f.endswith(".md")] if os.path.isdir(os.path.join(ROODA_DIR, "prompts", phase)) else []
+    near = closest(stem, list(table) + shipped_names)
+    raise ValueError("%s: no such built-in fragment%s" % (
+        target, "; did you mean 'builtin:fragments/%s/%s.md'?" % (phase, near) if near else ""))
+
+
+def _parameter_text(value: object) -> str:
+    """A fragment parameter as the text that replaces {{.name}}; a list is comma-joined."""
+    if isinstance(value, list):
+        return ", ".join(_scalar_text(item) for item in value)
+    return _scalar_text(value)
+
+
+def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callable) -> object:
+    """A phase value in its canonical form: a list of {path} / {content} fragments.
+
+    Accepts a bare path (the Go rooda's v0.1 form), a list of paths, and a list of
+    {path, parameters} / {content} items; an empty list is an empty phase. Relative
+    paths resolve against `base`, the directory of the file that names them; `builtin:`
+    names resolve to prompts/ beside rooda.py, Go rooda names through its table (a
+    shipped fragment that two Go names share is listed once).
+    """
+    items = value if isinstance(value, list) else [value]
+    fragments: List[dict] = []
+    for index, item in enumerate(items):
+        where = key_path + (index,) if isinstance(value, list) else key_path
+        if isinstance(item, str):
+            item = {"path": item}
+        if not isinstance(item, dict):
+            report(where, "must be a path or a mapping with 'path' or 'content', not %s"
+                   % _type_name(item))
+            continue
+        for key in item:
+            if key not in ("path", "content", "parameters"):
+                report(where + (key,), "unknown key%s" % did_you_mean(
+                    key, ("path", "content", "parameters")))
+        if ("path" in item) == ("content" in item):
+            report(where, "needs exactly one of 'path' and 'content'")
+            continue
+        fragment: dict = {}
+        defaults = None
+        if "path" in item:
+            target = item["path"]
+            if not isinstance(target, str) or not target.strip():
+                report(where + ("path",), "must be a non-empty string")
+                continue
+            if target.startswith("builtin:"):
+                try:
+                    path, defaults, from_go = _resolve_builtin(target)
+                except ValueError as exc:
+                    report(where + ("path",), str(exc))
+                    fragments.append({"path": target})  # reported: the phase is not "empty"
+                    continue
+                if from_go and any(f.get("path") == path for f in fragments):
+                    continue  # two Go names, one shipped fragment: it is said once
+            else:
+                path = os.path.normpath(os.path.join(base, os.path.expanduser(target)))
+            fragment["path"] = path
+        else:
+            if not isinstance(item["content"], str):
+                report(where + ("content",), "must be a string, not %s" % _type_name(item["content"]))
+                continue
+            fragment["content"] = item["content"]
+        parameters = item.get("parameters")
+        if parameters is not None:
+            if not isinstance(parameters, dict) or not all(
+                    isinstance(v, (str, int, float, bool, list)) for v in parameters.values()):
+                report(where + ("parameters",), "must be a mapping of names to values")
+                continue
+            defaults = dict(defaults or {})
+            defaults.update({str(k): _parameter_text(v) for k, v in parameters.items()})
+        if defaults:
+            fragment["parameters"] = defaults
+        fragments.append(fragment)
+    return fragments
+
+
+# ----------------------------------------------------------------------
+# 7. Configuration tiers
 # ----------------------------------------------------------------------
 # Tiers, lowest first (SPEC 3): built-in (BUILTIN_LOOP, PRESETS) -> shipped
 # (rooda-config.json beside rooda.py) -> global -> workspace (./rooda-config.* or
@@ -1398,22 +1557,6 @@ def _json_positions(text: str) -> Dict[tuple, Tuple[int, int]]:
     return positions
 
 
-def read_config_file(path: str, shown: str) -> Tuple[dict, Dict[tuple, Tuple[int, int]], List[str]]:
-    """A config file's data, the positions of its keys, and its lines (for carets)."""
-    try:
-        with open(path, "rb") as stream:
-            raw = stream.read()
-    except OSError as exc:
-        raise ConfigError("cannot read config file: %s" % (exc.strerror or exc), shown) from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise ConfigError("not valid UTF-8 (byte 0x%02x)" % raw[exc.start], shown, line,
-                          exc.start - raw.rfind(b"\n", 0, exc.start)) from None
-    return parse_config_text(text, shown, path.endswith((".yml", ".yaml")))
-
-
 def parse_config_text(text: str, shown: str, is_yaml: bool
                       ) -> Tuple[dict, Dict[tuple, Tuple[int, int]], List[str]]:
     """Config text (JSON, or the YAML subset) as a mapping, its key positions and lines."""
@@ -1450,6 +1593,22 @@ def parse_config_text(text: str, shown: str, is_yaml: bool
     return data, positions, lines
 
 
+def read_config_file(path: str, shown: str) -> Tuple[dict, Dict[tuple, Tuple[int, int]], List[str]]:
+    """A config file's data, the positions of its keys, and its lines (for carets)."""
+    try:
+        with open(path, "rb") as stream:
+            raw = stream.read()
+    except OSError as exc:
+        raise ConfigError("cannot read config file: %s" % (exc.strerror or exc), shown) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError("not valid UTF-8 (byte 0x%02x)" % raw[exc.start], shown, line,
+                          exc.start - raw.rfind(b"\n", 0, exc.start)) from None
+    return parse_config_text(text, shown, path.endswith((".yml", ".yaml")))
+
+
 def _find_config(directory: str) -> Optional[str]:
     """The config file in a directory, None without one; two of them are ambiguous."""
     found = [name for name in CONFIG_NAMES if os.path.isfile(os.path.join(directory, name))]
@@ -1469,155 +1628,6 @@ def global_config_dir(environ: Mapping[str, str]) -> str:
     if environ.get("XDG_CONFIG_HOME"):
         return os.path.join(environ["XDG_CONFIG_HOME"], "rooda")
     return os.path.join(os.path.expanduser("~"), ".config", "rooda")
-
-
-# The Go rooda's built-in fragments -- `builtin:fragments/<phase>/<name>.md`, the 57 names
-# its 16 built-in procedures use -- and the shipped fragment (prompts/<phase>/) that does
-# the same job. Several names may share one fragment; a phase lists it once. The table is
-# printed in the README ("Configs written for the Go rooda").
-GO_BUILTIN_FRAGMENTS = {
-    "observe": {
-        "study_agents_md": "agents-md", "scan_repo_structure": "repository",
-        "detect_build_system": "repository", "detect_work_tracking": "tracker",
-        "query_work_tracking": "tracker", "study_specs": "specs", "study_impl": "code",
-        "study_task_details": "plan", "study_draft_plan": "plan", "study_task_input": "request",
-        "run_tests": "checks", "run_lints": "checks", "verify_commands": "checks",
-    },
-    "orient": {
-        "compare_detected_vs_documented": "agents-drift", "compare_documented_vs_actual": "agents-drift",
-        "identify_drift": "agents-drift", "evaluate_against_quality_criteria": "quality-criteria",
-        "understand_task_requirements": "task", "understand_feature_requirements": "feature",
-        "understand_bug_root_cause": "fix", "search_codebase": "affected",
-        "identify_affected_files": "affected", "identify_affected_specs": "affected",
-        "identify_affected_code": "affected", "identify_spec_deficiencies": "spec-quality",
-        "parse_plan_tasks": "plan-vs-tracker", "map_to_work_tracking_format": "plan-vs-tracker",
-        "identify_specified_but_not_implemented": "spec-to-impl",
-        "identify_implemented_but_not_specified": "impl-to-spec",
-        "identify_structural_issues": "refactor", "identify_duplication": "refactor",
-        "identify_code_smells": "impl-quality", "identify_complexity_issues": "impl-quality",
-        "identify_maintenance_needs": "chore", "understand_chore_request": "chore",
-        "understand_refactor_request": "refactor",
-    },
-    "decide": {
-        "determine_sections_to_update": "agents-sync", "decide_signal": "signal",
-        "pick_task": "task", "plan_implementation_approach": "impl-changes",
-        "break_down_into_tasks": "plan", "prioritize_tasks": "plan", "prioritize_findings": "findings",
-        "prioritize_gaps_by_impact": "findings", "identify_issues": "findings",
-        "categorize_drift_severity": "findings", "determine_import_strategy": "publish",
-    },
-    "act": {
-        "write_agents_md": "write-agents-md", "commit_changes": "commit", "emit_signal": "signals",
-        "modify_files": "implement", "run_tests": "implement", "update_work_tracking": "implement",
-        "create_work_items": "publish-plan", "update_draft_plan_status": "publish-plan",
-        "write_audit_report": "write-report", "write_gap_report": "write-report",
-        "write_draft_plan": "write-draft-plan",
-    },
-}
-# What a Go name's fragment needs that the Go config cannot say.
-GO_FRAGMENT_PARAMETERS = {
-    "write-report": {"report": "that AGENTS.md names for audit reports (else audits/report.md)"},
-}
-
-
-def _resolve_builtin(target: str) -> Tuple[str, Optional[Dict[str, str]], bool]:
-    """A `builtin:` path as (file, default parameters, whether it is a Go built-in name):
-    `builtin:prompts/act/signals.md` is the shipped file itself; `builtin:fragments/<phase>/
-    <name>.md` a Go rooda name from GO_BUILTIN_FRAGMENTS (or a shipped file so named).
-    A name neither knows is a ValueError that proposes the nearest one."""
-    name = target[len("builtin:"):].lstrip("/")
-    if name.startswith("prompts/"):
-        return os.path.join(ROODA_DIR, "prompts", name[len("prompts/"):]), None, False
-    rest = name[len("fragments/"):] if name.startswith("fragments/") else name
-    phase, _, file_name = rest.partition("/")
-    stem = file_name[:-3] if file_name.endswith(".md") else file_name
-    table = GO_BUILTIN_FRAGMENTS.get(phase, {})
-    if stem in table:
-        shipped = table[stem]
-        parameters = GO_FRAGMENT_PARAMETERS.get(shipped)
-        return os.path.join(ROODA_DIR, "prompts", phase, shipped + ".md"), \
-            dict(parameters) if parameters else None, True
-    own = os.path.join(ROODA_DIR, "prompts", rest)
-    if os.path.isfile(own):
-        return own, None, False
-    if phase not in PHASES:
-        raise ValueError("%s: no such built-in fragment (they are builtin:fragments/<phase>/<name>.md"
-                         " with a phase of %s)" % (target, ", ".join(PHASES)))
-    shipped_names = [f[:-3] for f in sorted(os.listdir(os.path.join(ROODA_DIR, "prompts", phase)))
-                     if f.endswith(".md")] if os.path.isdir(os.path.join(ROODA_DIR, "prompts", phase)) else []
-    near = closest(stem, list(table) + shipped_names)
-    raise ValueError("%s: no such built-in fragment%s" % (
-        target, "; did you mean 'builtin:fragments/%s/%s.md'?" % (phase, near) if near else ""))
-
-
-def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callable) -> object:
-    """A phase value in its canonical form: a list of {path} / {content} fragments.
-
-    Accepts a bare path (the Go rooda's v0.1 form), a list of paths, and a list of
-    {path, parameters} / {content} items; an empty list is an empty phase. Relative
-    paths resolve against `base`, the directory of the file that names them; `builtin:`
-    names resolve to prompts/ beside rooda.py, Go rooda names through its table (a
-    shipped fragment that two Go names share is listed once).
-    """
-    items = value if isinstance(value, list) else [value]
-    fragments: List[dict] = []
-    for index, item in enumerate(items):
-        where = key_path + (index,) if isinstance(value, list) else key_path
-        if isinstance(item, str):
-            item = {"path": item}
-        if not isinstance(item, dict):
-            report(where, "must be a path or a mapping with 'path' or 'content', not %s"
-                   % _type_name(item))
-            continue
-        for key in item:
-            if key not in ("path", "content", "parameters"):
-                report(where + (key,), "unknown key%s" % did_you_mean(
-                    key, ("path", "content", "parameters")))
-        if ("path" in item) == ("content" in item):
-            report(where, "needs exactly one of 'path' and 'content'")
-            continue
-        fragment: dict = {}
-        defaults = None
-        if "path" in item:
-            target = item["path"]
-            if not isinstance(target, str) or not target.strip():
-                report(where + ("path",), "must be a non-empty string")
-                continue
-            if target.startswith("builtin:"):
-                try:
-                    path, defaults, from_go = _resolve_builtin(target)
-                except ValueError as exc:
-                    report(where + ("path",), str(exc))
-                    fragments.append({"path": target})  # reported: the phase is not "empty"
-                    continue
-                if from_go and any(f.get("path") == path for f in fragments):
-                    continue  # two Go names, one shipped fragment: it is said once
-            else:
-                path = os.path.normpath(os.path.join(base, os.path.expanduser(target)))
-            fragment["path"] = path
-        else:
-            if not isinstance(item["content"], str):
-                report(where + ("content",), "must be a string, not %s" % _type_name(item["content"]))
-                continue
-            fragment["content"] = item["content"]
-        parameters = item.get("parameters")
-        if parameters is not None:
-            if not isinstance(parameters, dict) or not all(
-                    isinstance(v, (str, int, float, bool, list)) for v in parameters.values()):
-                report(where + ("parameters",), "must be a mapping of names to values")
-                continue
-            defaults = dict(defaults or {})
-            defaults.update({str(k): _parameter_text(v) for k, v in parameters.items()})
-        if defaults:
-            fragment["parameters"] = defaults
-        fragments.append(fragment)
-    return fragments
-
-
-def _parameter_text(value: object) -> str:
-    """A fragment parameter as the text that replaces {{.name}}; a list is comma-joined."""
-    if isinstance(value, list):
-        return ", ".join(_scalar_text(item) for item in value)
-    return _scalar_text(value)
 
 
 def _upgrade_settings(settings: dict, key_path: tuple, warn: Callable) -> dict:
@@ -1704,6 +1714,27 @@ def _env_layer(environ: Mapping[str, str], cwd: str, report: Callable) -> dict:
     return {"loop": loop} if loop else {}
 
 
+def _forget(provenance: dict, path: tuple) -> None:
+    for stale in [p for p in provenance if p[:len(path)] == path and len(p) > len(path)]:
+        del provenance[stale]
+
+
+def _copy(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _record_children(value: dict, path: tuple, origin: Callable, provenance: dict) -> None:
+    """Provenance for the keys inside a mapping that arrived whole (lists stay one value)."""
+    for key, child in value.items():
+        provenance[path + (key,)] = origin(path + (key,))
+        if isinstance(child, dict):
+            _record_children(child, path + (key,), origin, provenance)
+
+
 def _merge(into: dict, layer: dict, origin: Callable[[tuple], tuple], provenance: dict,
            prefix: tuple = ()) -> None:
     """Deep-merge `layer` into `into`: mappings key by key, lists replaced, null unsets."""
@@ -1724,27 +1755,6 @@ def _merge(into: dict, layer: dict, origin: Callable[[tuple], tuple], provenance
             provenance[path] = origin(path)
             if isinstance(value, dict):
                 _record_children(value, path, origin, provenance)
-
-
-def _forget(provenance: dict, path: tuple) -> None:
-    for stale in [p for p in provenance if p[:len(path)] == path and len(p) > len(path)]:
-        del provenance[stale]
-
-
-def _record_children(value: dict, path: tuple, origin: Callable, provenance: dict) -> None:
-    """Provenance for the keys inside a mapping that arrived whole (lists stay one value)."""
-    for key, child in value.items():
-        provenance[path + (key,)] = origin(path + (key,))
-        if isinstance(child, dict):
-            _record_children(child, path + (key,), origin, provenance)
-
-
-def _copy(value: object) -> object:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
 
 
 def _display_path(path: str, cwd: str) -> str:
@@ -1845,7 +1855,7 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
 
 
 # ----------------------------------------------------------------------
-# 7. Agent command
+# 8. Agent command
 # ----------------------------------------------------------------------
 
 class AgentCommand(Record):
@@ -1995,7 +2005,7 @@ def check_agent_program(agent: AgentCommand) -> None:
 
 
 # ----------------------------------------------------------------------
-# 8. Prompt assembly
+# 9. Prompt assembly
 # ----------------------------------------------------------------------
 
 def _apply_parameters(text: str, parameters: Dict[str, str], where: str) -> str:
@@ -2099,7 +2109,7 @@ def describe_previous(iteration: int, outcome: str, exit_code: int, tail: bytes,
 
 
 # ----------------------------------------------------------------------
-# 9. Signal scanning
+# 10. Signal scanning
 # ----------------------------------------------------------------------
 # Promise signals are found in the agent's output as bytes, across read boundaries,
 # with the echo guard of SPEC 5 and bounded memory, whatever the agent prints.
@@ -2113,6 +2123,11 @@ class _StreamLines:
         self.line = b""          # bytes since the last newline (only the seam when overflowed)
         self.overflow = False    # the open line is longer than any line the guard compares
         self.pending: set = set()  # signal kinds seen in the open line
+
+
+def signal_markers(signals: Mapping[str, Sequence[str]]) -> List[str]:
+    """Every promise marker of a plan's signals, success and failure alike."""
+    return [marker for markers in signals.values() for marker in markers]
 
 
 class SignalScanner:
@@ -2234,12 +2249,12 @@ class SignalScanner:
 
 
 # ----------------------------------------------------------------------
-# 10. Agent output formats
+# 11. Agent output formats
 # ----------------------------------------------------------------------
 # Most agent CLIs can print JSON lines instead of text (SPEC 12). One decoder per
 # format turns one decoded JSON object into rooda's own events; the loop, the signal
 # scanner, the renderer, the logs and the counters see only events, so a new CLI is
-# one decoder and one row of AGENT_FORMAT_DECODERS. Events are tuples, the first item
+# one decoder and one row of AGENT_OUTPUT_FORMATS. Events are tuples, the first item
 # their kind (cheap to make: a busy agent emits thousands):
 #   (EV_TEXT, text, delta)                 assistant text (delta: a chunk of a longer one)
 #   (EV_TOOL, name, detail)                a tool call and its most telling argument
@@ -2627,7 +2642,7 @@ class AgentFormat(Record):
     __slots__ = ("name", "decode", "skim", "reports_cost")
 
 
-AGENT_FORMAT_DECODERS = {
+AGENT_OUTPUT_FORMATS = {
     "claude": AgentFormat(name="claude", decode=decode_claude, skim=skim_claude, reports_cost=True),
     "codex": AgentFormat(name="codex", decode=decode_codex, skim=None, reports_cost=False),
     "gemini": AgentFormat(name="gemini", decode=decode_gemini, skim=None, reports_cost=False),
@@ -2637,11 +2652,26 @@ AGENT_FORMAT_DECODERS = {
 
 
 # ----------------------------------------------------------------------
-# 11. Signals and process groups
+# 12. Signals and process groups
 # ----------------------------------------------------------------------
 # Handlers only record; the loop acts. The agent runs in its own session, its group is
 # terminated (TERM, grace, KILL), and on Linux rooda is a child subreaper so that
 # descendants that escaped the group are found and terminated too.
+
+def _signal_group(pgid: int, signum: int) -> None:
+    """Send a signal to a process group; on Windows, terminate the process itself."""
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(pgid, signum)
+        else:
+            os.kill(pgid, signal.SIGTERM)  # TerminateProcess: Windows has no groups to signal
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+def _ignore_signal(signum: int, frame: object) -> None:
+    """A handler that does nothing: installing it routes the signal to the wake-up fd."""
+
 
 class SignalGuard:
     """Records SIGINT, SIGTERM and SIGHUP while the loop runs, and wakes it for them, for
@@ -2751,10 +2781,6 @@ class SignalGuard:
             self.wake_fd = self._write_fd = None
 
 
-def _ignore_signal(signum: int, frame: object) -> None:
-    """A handler that does nothing: installing it routes the signal to the wake-up fd."""
-
-
 def _group_alive(pgid: int) -> bool:
     """Whether any process of the group exists (zombies included: reap them first)."""
     if not hasattr(os, "killpg"):
@@ -2766,17 +2792,6 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    """Send a signal to a process group; on Windows, terminate the process itself."""
-    try:
-        if hasattr(os, "killpg"):
-            os.killpg(pgid, signum)
-        else:
-            os.kill(pgid, signal.SIGTERM)  # TerminateProcess: Windows has no groups to signal
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
 
 
 _SUBREAPER: Optional[bool] = None
@@ -2891,7 +2906,7 @@ def _terminate_escapees(own_pids: Iterable[int], grace: float, guard: Optional[S
 
 
 # ----------------------------------------------------------------------
-# 12. Agent process
+# 13. Agent process
 # ----------------------------------------------------------------------
 # One selector loop (the shape of CPython's subprocess._communicate): the prompt is
 # written to the agent's stdin as the pipe accepts it while stdout and stderr are
@@ -3421,7 +3436,7 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
 
 
 # ----------------------------------------------------------------------
-# 13. Reading the agent's output
+# 14. Reading the agent's output
 # ----------------------------------------------------------------------
 # What one iteration's output means to the loop. TextReader passes bytes through as
 # they come (signals are scanned in the raw bytes by run_agent). EventReader splits a
@@ -3462,8 +3477,6 @@ class TextReader:
                  show_err: Optional[Callable[[bytes], None]],
                  log: Optional[Callable[[bytes], None]]) -> None:
         self.output_bytes = 0
-        self.tool_calls = 0
-        self.last_tool = ""
         out, err = _tee(show_out, log), _tee(show_err, log)
 
         def on_stdout(chunk: bytes) -> None:
@@ -3481,6 +3494,54 @@ class TextReader:
         return StreamReport(signals=result.signals, tail=result.tail,
                             own_text=result.tail[-LIMIT_SCAN_BYTES:], error=None, limit=None,
                             cut_short=False, structured=False, usage=None, notice=None)
+
+
+def total_tokens(usage: Mapping[str, Any]) -> Optional[int]:
+    """Input, output and cache tokens together; None when the agent reported none."""
+    known = [float(usage[name]) for name in ("input_tokens", "output_tokens", "cache_read_tokens",
+                                             "cache_write_tokens") if usage.get(name) is not None]
+    return int(sum(known)) if known else None
+
+
+def format_cost(usd: float) -> str:
+    """$0.31, $12.40; below a cent with its significant digits."""
+    return "$%.2f" % usd if usd >= 0.01 or usd == 0 else "$%.4f" % usd
+
+
+def format_count(count: float) -> str:
+    """940, 24.1k, 3.2M."""
+    if count < 1000:
+        return "%d" % count
+    if count < 1000000:
+        return "%.1fk" % (count / 1000)
+    return "%.1fM" % (count / 1000000)
+
+
+def describe_usage(usage: Mapping[str, Any], tool_calls: Optional[int] = None) -> List[str]:
+    """Usage in words, only the parts that are known: `4 turns`, `78.8k tokens`, `$0.39`."""
+    parts = []
+    if usage.get("turns"):
+        parts.append(plural(int(usage["turns"]), "turn"))
+    if tool_calls:
+        parts.append(plural(tool_calls, "tool call"))
+    tokens = total_tokens(usage)
+    if tokens is not None:
+        parts.append("%s tokens" % format_count(tokens))
+    if usage.get("cost_usd") is not None:
+        parts.append(format_cost(usage["cost_usd"]))
+    if usage.get("model"):
+        parts.append(str(usage["model"]))
+    return parts
+
+
+def add_usage(totals: Dict[str, Any], usage: Mapping[str, Any]) -> None:
+    """Add usage figures into totals: numbers summed, the model the latest one named."""
+    for name, value in usage.items():
+        if name == "model":
+            if value:
+                totals[name] = value
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            totals[name] = totals.get(name, 0) + value
 
 
 class EventReader:
@@ -3705,56 +3766,8 @@ class EventReader:
                             notice=self.notice)
 
 
-def describe_usage(usage: Mapping[str, Any], tool_calls: Optional[int] = None) -> List[str]:
-    """Usage in words, only the parts that are known: `4 turns`, `78.8k tokens`, `$0.39`."""
-    parts = []
-    if usage.get("turns"):
-        parts.append(plural(int(usage["turns"]), "turn"))
-    if tool_calls:
-        parts.append(plural(tool_calls, "tool call"))
-    tokens = total_tokens(usage)
-    if tokens is not None:
-        parts.append("%s tokens" % format_count(tokens))
-    if usage.get("cost_usd") is not None:
-        parts.append(format_cost(usage["cost_usd"]))
-    if usage.get("model"):
-        parts.append(str(usage["model"]))
-    return parts
-
-
-def add_usage(totals: Dict[str, Any], usage: Mapping[str, Any]) -> None:
-    """Add usage figures into totals: numbers summed, the model the latest one named."""
-    for name, value in usage.items():
-        if name == "model":
-            if value:
-                totals[name] = value
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            totals[name] = totals.get(name, 0) + value
-
-
-def total_tokens(usage: Mapping[str, Any]) -> Optional[int]:
-    """Input, output and cache tokens together; None when the agent reported none."""
-    known = [float(usage[name]) for name in ("input_tokens", "output_tokens", "cache_read_tokens",
-                                             "cache_write_tokens") if usage.get(name) is not None]
-    return int(sum(known)) if known else None
-
-
-def format_count(count: float) -> str:
-    """940, 24.1k, 3.2M."""
-    if count < 1000:
-        return "%d" % count
-    if count < 1000000:
-        return "%.1fk" % (count / 1000)
-    return "%.1fM" % (count / 1000000)
-
-
-def format_cost(usd: float) -> str:
-    """$0.31, $12.40; below a cent with its significant digits."""
-    return "$%.2f" % usd if usd >= 0.01 or usd == 0 else "$%.4f" % usd
-
-
 # ----------------------------------------------------------------------
-# 14. Usage limits and provider errors
+# 15. Usage limits and provider errors
 # ----------------------------------------------------------------------
 # An iteration that ended on a provider's usage or rate limit is `limited`: waited out
 # and run again, never a failure (SPEC 13); one that cannot authenticate stops the run.
@@ -3921,6 +3934,14 @@ class ProviderTrouble(Record):
     __slots__ = ("kind", "limit", "message", "resets_at")
 
 
+def _limit_line(text: str) -> str:
+    """The line of a text that announces the limit (else its telling line)."""
+    for line in reversed(text.splitlines()):
+        if limit_in_text(line, _CLI_LIMIT_MESSAGES):
+            return line.strip()[:200]
+    return telling_line(text)
+
+
 def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bool, now: float,
                           preset: Optional[str]) -> Optional[ProviderTrouble]:
     """A limit or an authentication failure that ended an iteration, or None: from the
@@ -3961,16 +3982,8 @@ def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bo
     return None
 
 
-def _limit_line(text: str) -> str:
-    """The line of a text that announces the limit (else its telling line)."""
-    for line in reversed(text.splitlines()):
-        if limit_in_text(line, _CLI_LIMIT_MESSAGES):
-            return line.strip()[:200]
-    return telling_line(text)
-
-
 # ----------------------------------------------------------------------
-# 15. Gates
+# 16. Gates
 # ----------------------------------------------------------------------
 # The opt-in gates of the Ralph variants (SPEC 6): verify (a quality gate after each
 # iteration), done_when (a queue check before each), requires (paths), stuck
@@ -4064,7 +4077,7 @@ def error_excerpt(output: bytes, lines: int = 5) -> List[str]:
 
 
 # ----------------------------------------------------------------------
-# 16. Git
+# 17. Git
 # ----------------------------------------------------------------------
 # The git gates (commit, push, stuck.no_change) and HEAD for the logs. Every git command
 # runs like a gate -- its own process group, the run's signal guard, gate_timeout -- so
@@ -4193,20 +4206,6 @@ def _signature(path: str) -> Optional[tuple]:
     return (info.st_ino, info.st_mtime_ns, info.st_size)
 
 
-def read_head(repo: GitRepository) -> Optional[str]:
-    """HEAD's commit id from the repository's files (HEAD, loose refs, packed-refs), as
-    `git rev-parse HEAD` would say it; None on an unborn branch. Where the files cannot
-    say (a reftable, something unexpected), git is asked."""
-    cached = _HEADS.get(repo.git_dir)
-    if cached is not None and all(_signature(path) == signature for path, signature in cached[0]):
-        return cached[1]
-    watched: List[Tuple[str, Optional[tuple]]] = []
-    value = _read_head_files(repo, watched)
-    if watched:
-        _HEADS[repo.git_dir] = (tuple(watched), value)
-    return value
-
-
 def _read_head_files(repo: GitRepository, watched: List[Tuple[str, Optional[tuple]]]) -> Optional[str]:
     """read_head's work; `watched` collects the files the answer depends on (emptied when
     git had to be asked: that answer is not cached)."""
@@ -4239,6 +4238,20 @@ def _read_head_files(repo: GitRepository, watched: List[Tuple[str, Optional[tupl
     del watched[:]
     result = git(["rev-parse", "-q", "--verify", "HEAD"], repo.top)
     return result.out.strip() if result.exit_code == 0 else None
+
+
+def read_head(repo: GitRepository) -> Optional[str]:
+    """HEAD's commit id from the repository's files (HEAD, loose refs, packed-refs), as
+    `git rev-parse HEAD` would say it; None on an unborn branch. Where the files cannot
+    say (a reftable, something unexpected), git is asked."""
+    cached = _HEADS.get(repo.git_dir)
+    if cached is not None and all(_signature(path) == signature for path, signature in cached[0]):
+        return cached[1]
+    watched: List[Tuple[str, Optional[tuple]]] = []
+    value = _read_head_files(repo, watched)
+    if watched:
+        _HEADS[repo.git_dir] = (tuple(watched), value)
+    return value
 
 
 def session_log_pathspecs(repo: GitRepository, log_dir: Optional[str]) -> List[str]:
@@ -4350,7 +4363,7 @@ def commit_and_push(run_git: "Callable[..., GitResult]", repo: GitRepository, ga
 
 
 # ----------------------------------------------------------------------
-# 17. Session logs
+# 18. Session logs
 # ----------------------------------------------------------------------
 # Two files per run (SPEC 8): `.log` for people (seed 002's shape) and `.jsonl` for
 # programs -- and, with a structured format, `-agent.jsonl`, the agent's raw lines. All
@@ -4494,7 +4507,7 @@ class SessionLog:
 
 
 # ----------------------------------------------------------------------
-# 18. Progress lines
+# 19. Progress lines
 # ----------------------------------------------------------------------
 # What a run says on the terminal (SPEC 5, 14): `[HH:MM:SS]` progress lines, indented
 # reason lines, a status line on a terminal (redrawn once a second, erased before any
@@ -4515,6 +4528,15 @@ STATUS_LINE_SECONDS = 1.0
 LONG_GATE_SECONDS = 10.0
 # Terminal control: back to the start of the line and erase it.
 ERASE_LINE = "\r\033[K"
+
+
+def format_bytes(count: float) -> str:
+    """812 B, 45.2 KB, 3.1 MB, 1.2 GB."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return ("%d %s" if unit == "B" else "%.1f %s") % (count, unit)
+        count /= 1000.0
+    return "%d B" % count
 
 
 class Outlet:
@@ -4638,6 +4660,20 @@ class Outlet:
                     break  # nobody reads it: the log has everything
 
 
+def _terminal_width(fd: Optional[int]) -> int:
+    """The terminal's columns, else $COLUMNS, else 80 (a new pseudo-terminal says 0)."""
+    try:
+        columns = os.get_terminal_size(2 if fd is None else fd).columns
+    except OSError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = int(os.environ.get("COLUMNS", "0"))
+        except ValueError:
+            columns = 0
+    return columns if columns > 0 else 80
+
+
 class Progress:
     """The loop's progress lines on stderr, each `[HH:MM:SS] message` in local time, and
     the status line or heartbeats of the activity under way (SPEC 14). Quiet prints only
@@ -4733,20 +4769,6 @@ class Progress:
             self.drawn = True
 
 
-def _terminal_width(fd: Optional[int]) -> int:
-    """The terminal's columns, else $COLUMNS, else 80 (a new pseudo-terminal says 0)."""
-    try:
-        columns = os.get_terminal_size(2 if fd is None else fd).columns
-    except OSError:
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = int(os.environ.get("COLUMNS", "0"))
-        except ValueError:
-            columns = 0
-    return columns if columns > 0 else 80
-
-
 def _same_file(first: TextIO, second: TextIO) -> bool:
     try:
         one, two = os.fstat(first.fileno()), os.fstat(second.fileno())
@@ -4755,18 +4777,11 @@ def _same_file(first: TextIO, second: TextIO) -> bool:
     return (one.st_dev, one.st_ino) == (two.st_dev, two.st_ino)
 
 
-def format_bytes(count: float) -> str:
-    """812 B, 45.2 KB, 3.1 MB, 1.2 GB."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if count < 1000 or unit == "GB":
-            return ("%d %s" if unit == "B" else "%.1f %s") % (count, unit)
-        count /= 1000.0
-    return "%d B" % count
-
-
 # ----------------------------------------------------------------------
-# 19. The loop
+# 20. Run plan and loop state
 # ----------------------------------------------------------------------
+# What a run is (RunPlan), what one iteration left (IterationRecord), what the loop
+# carries between iterations (LoopState), and the words its progress lines are made of.
 
 class RunPlan(Record):
     """Everything a run needs, resolved from the configuration and the command line.
@@ -4908,9 +4923,8 @@ def build_prompt(plan: RunPlan, previous: Optional[IterationRecord]) -> str:
     phases = {phase: read_fragments(plan.fragments[phase], phase) for phase in PHASES}
     feedback = None
     if plan.feedback and previous is not None and previous.outcome in FAILING_OUTCOMES:
-        markers = [m for strings in plan.signals.values() for m in strings]
         feedback = describe_previous(previous.iteration, previous.outcome, previous.exit_code,
-                                     previous.tail, previous.source, markers)
+                                     previous.tail, previous.source, signal_markers(plan.signals))
     return assemble_prompt(phases, plan.context, feedback)
 
 
@@ -4926,7 +4940,7 @@ def _fragment_names(plan: RunPlan) -> List[str]:
 def bare_signal_lines(plan: RunPlan) -> List[str]:
     """Where the prompt has a promise marker alone on a line (the Go rooda's signal
     fragment does): an agent that echoes its prompt would read as SUCCESS."""
-    markers = {m for strings in plan.signals.values() for m in strings}
+    markers = set(signal_markers(plan.signals))
     sources: List[Tuple[str, str]] = []
     if plan.prompt_text is not None:
         sources.append(("the prompt from standard input", plan.prompt_text))
@@ -4968,6 +4982,42 @@ def usage_suffix(usage: Optional[Mapping[str, Any]]) -> str:
     return "".join(" · " + part for part in parts)
 
 
+def _usage_log_lines(usage: Mapping[str, Any]) -> str:
+    """Seed 002's "if available" footer lines: Model, API Requests, Tokens, Cost."""
+    lines = []
+    if usage.get("model"):
+        lines.append("Model: %s" % usage["model"])
+    if usage.get("turns"):
+        lines.append("API Requests: %d" % usage["turns"])
+    tokens = total_tokens(usage)
+    if tokens is not None:
+        lines.append("Tokens: %d (input %d, output %d, cache read %d, cache write %d)" % (
+            tokens, usage.get("input_tokens") or 0, usage.get("output_tokens") or 0,
+            usage.get("cache_read_tokens") or 0, usage.get("cache_write_tokens") or 0))
+    if usage.get("tool_calls"):
+        lines.append("Tool Calls: %d" % usage["tool_calls"])
+    if usage.get("cost_usd") is not None:
+        lines.append("Cost: $%.4f" % usage["cost_usd"])
+    return "".join(line + "\n" for line in lines)
+
+
+def _limit_words(trouble: ProviderTrouble, now: float) -> str:
+    """`usage limit (five_hour): <message>; it resets at 21:03 (in 2h14m)` or `...; the
+    provider did not say when it resets`."""
+    text = "usage limit (%s): %s" % (trouble.limit, _one_line(trouble.message, 200))
+    if trouble.resets_at is None:
+        return text + "; the provider did not say when it resets"
+    return text + "; it resets at %s (in %s)" % (clock_words(trouble.resets_at, now),
+                                                 format_duration(max(trouble.resets_at - now, 0)))
+
+
+# ----------------------------------------------------------------------
+# 21. The loop
+# ----------------------------------------------------------------------
+# One _Run per run: before_iteration (limits, budgets, delays), iteration (prompt, agent,
+# gates, outcome), and the closing lines. run_loop opens and closes the session: its first
+# lines, the log's header and summary.
+
 class _Run:
     """One run of the loop: the plan, its state, and where output goes."""
 
@@ -4978,7 +5028,7 @@ class _Run:
         if plan.agent is None:
             raise no_agent_error()
         self.agent: AgentCommand = plan.agent
-        self.format = AGENT_FORMAT_DECODERS.get(self.agent.format)
+        self.format = AGENT_OUTPUT_FORMATS.get(self.agent.format)
         self.state = LoopState(plan)
         self.stdout_sink = self.stderr_sink = None
         if plan.verbosity >= VERBOSE:
@@ -4988,7 +5038,7 @@ class _Run:
         self.agent_env = _agent_env(plan, self.agent)
         self.during: Optional[int] = None   # the iteration under way (for "interrupted during")
         self.cost_unknown_said = False
-        self.markers = [m for strings in plan.signals.values() for m in strings]
+        self.markers = signal_markers(plan.signals)
         self.fragment_names = _fragment_names(plan)  # for the logs: the same every iteration
 
     # -- gates and git --------------------------------------------------------------------
@@ -5019,9 +5069,10 @@ class _Run:
             self.progress.warn("%s: `%s` did not finish within %s and was stopped"
                                % (gate, command, format_budget(plan.gates.timeout)))
         elif gate == GATE_VERIFY and result.exit_code != 0:
+            said = _last_line(result.output, ())
             self.progress.info("%s: %s failed (exit %d) in %s%s" % (
                 gate, _one_line(command, 80), result.exit_code, format_duration(result.seconds),
-                ": " + _last_line(result.output, ()) if _last_line(result.output, ()) else ""))
+                ": " + said if said else ""))
         elif result.seconds >= LONG_GATE_SECONDS:
             verdict = "passed" if result.exit_code == 0 or gate != GATE_VERIFY else "failed"
             if gate == GATE_DONE_WHEN:
@@ -5140,14 +5191,18 @@ class _Run:
 
     # -- one iteration ------------------------------------------------------------------
 
+    def scanner(self, prompt: str) -> SignalScanner:
+        return SignalScanner({SIGNAL_SUCCESS: self.plan.signals["success"],
+                              SIGNAL_FAILURE: self.plan.signals["failure"]}, prompt)
+
     def reader(self, prompt: str) -> Any:
         """How this iteration's output is read: as text, or as events of the format."""
         if self.format is None:
             return TextReader(self.stdout_sink, self.stderr_sink, self.log_sink)
-        scanner = SignalScanner({SIGNAL_SUCCESS: self.plan.signals["success"],
-                                 SIGNAL_FAILURE: self.plan.signals["failure"]}, prompt)
-        return EventReader(self.format, scanner, self.stdout_sink, self.stderr_sink, self.log_sink,
-                           self.log.write_agent_stream if self.log is not None else None,
+        # The reader's own scanner sees only the agent's answer text (SPEC 12), so a marker
+        # inside a tool's output is not a promise.
+        return EventReader(self.format, self.scanner(prompt), self.stdout_sink, self.stderr_sink,
+                           self.log_sink, self.log.write_agent_stream if self.log is not None else None,
                            self.plan.cwd, self.plan.max_output_buffer, self.progress.warn)
 
     def iteration(self) -> bool:
@@ -5177,8 +5232,9 @@ class _Run:
             log.event("iteration_start", iteration=number,
                       prompt_sha256=hashlib.sha256(prompt_bytes).hexdigest(),
                       prompt_bytes=len(prompt_bytes), fragments=self.fragment_names)
-        scanner = SignalScanner({SIGNAL_SUCCESS: plan.signals["success"],
-                                 SIGNAL_FAILURE: plan.signals["failure"]}, prompt)
+        # run_agent scans the raw bytes: the signals of a text agent, and for a structured one
+        # the fallback when not one line decoded (a wrong format must not hide SUCCESS).
+        scanner = self.scanner(prompt)
         reader = self.reader(prompt)
         env = dict(self.agent_env)
         env["ROODA_ITERATION"] = str(number)
@@ -5307,14 +5363,16 @@ class _Run:
             "killed by %s" % result.signal
         if report.error is not None:
             return head, _one_line(report.error[0], 200)
+        # The CLI's last notice (codex's `error` event, a retry message) often says why a run
+        # ended badly when nothing else does.
+        notice = "; its last notice: " + _one_line(report.notice, 160) if report.notice else ""
         if report.cut_short:
             return head, "the agent ended without its closing result event (interrupted, or it" \
-                         " crashed)"
+                         " crashed)" + notice
+        said = _last_line(report.tail, self.markers)
         if SIGNAL_FAILURE in report.signals:
-            return head, "the agent signalled FAILURE" + (
-                ": " + _last_line(report.tail, self.markers) if _last_line(report.tail, self.markers)
-                else "")
-        return head, _last_line(report.tail, self.markers) or "(it printed nothing)"
+            return head, "the agent signalled FAILURE" + (": " + said if said else "")
+        return head, said or "(it printed nothing)" + notice
 
     def limited(self, label: str, report: StreamReport, trouble: ProviderTrouble, started: float,
                 log_end: Callable[..., None]) -> bool:
@@ -5434,33 +5492,59 @@ class _Run:
                   usage=dict(usage) if usage else None)
 
 
-def _usage_log_lines(usage: Mapping[str, Any]) -> str:
-    """Seed 002's "if available" footer lines: Model, API Requests, Tokens, Cost."""
-    lines = []
-    if usage.get("model"):
-        lines.append("Model: %s" % usage["model"])
-    if usage.get("turns"):
-        lines.append("API Requests: %d" % usage["turns"])
-    tokens = total_tokens(usage)
-    if tokens is not None:
-        lines.append("Tokens: %d (input %d, output %d, cache read %d, cache write %d)" % (
-            tokens, usage.get("input_tokens") or 0, usage.get("output_tokens") or 0,
-            usage.get("cache_read_tokens") or 0, usage.get("cache_write_tokens") or 0))
-    if usage.get("tool_calls"):
-        lines.append("Tool Calls: %d" % usage["tool_calls"])
-    if usage.get("cost_usd") is not None:
-        lines.append("Cost: $%.4f" % usage["cost_usd"])
-    return "".join(line + "\n" for line in lines)
+def _closing_words(state: LoopState, plan: RunPlan) -> str:
+    total = format_duration(state.elapsed())
+    done = plural(state.iteration, "iteration")
+    if state.status == STATUS_INTERRUPTED:
+        name = signal_name(state.interrupted_by or signal.SIGINT)
+        if state.waiting_for_limit:
+            return "Interrupted by %s while waiting for a usage limit to reset (%s completed," \
+                   " total: %s)" % (name, done, total)
+        if state.interrupted_during is not None:
+            return "Interrupted by %s during iteration %d (%s completed, total: %s)" % (
+                name, state.interrupted_during, done, total)
+        return "Interrupted by %s between iterations (%s completed, total: %s)" % (name, done, total)
+    if state.status == STATUS_ABORTED:
+        return "Aborting after %d consecutive failures (%s completed, total: %s)" % (
+            state.consecutive_failures, done, total)
+    if state.status == STATUS_STUCK:
+        return "Stuck: %s (%s completed, total: %s)" % (state.reason, done, total)
+    if state.status == STATUS_LIMITED:
+        return "Stopped at a %s (%s completed, total: %s)" % (state.reason, done, total)
+    if state.status == STATUS_ERROR:
+        return state.reason
+    if state.reason == "max iterations":
+        return "Reached max iterations: %d (total: %s)" % (plan.max_iterations or 0, total)
+    if state.reason == "time budget":
+        return "Completed: time budget of %s reached (%s, total: %s)" % (
+            format_budget(plan.max_time or 0), done, total)
+    if state.reason == "cost budget":
+        return "Completed: cost budget of %s reached (%s, total: %s)" % (
+            format_cost(plan.max_cost or 0), done, total)
+    if state.reason == "done_when":
+        return "Completed: done_when reports nothing left to do (%s, total: %s)" % (done, total)
+    return "Completed: agent signalled SUCCESS (%s, total: %s)" % (done, total)
 
 
-def _limit_words(trouble: ProviderTrouble, now: float) -> str:
-    """`usage limit (five_hour): <message>; it resets at 21:03 (in 2h14m)` or `...; the
-    provider did not say when it resets`."""
-    text = "usage limit (%s): %s" % (trouble.limit, _one_line(trouble.message, 200))
-    if trouble.resets_at is None:
-        return text + "; the provider did not say when it resets"
-    return text + "; it resets at %s (in %s)" % (clock_words(trouble.resets_at, now),
-                                                 format_duration(max(trouble.resets_at - now, 0)))
+def _closing_line(state: LoopState, plan: RunPlan) -> str:
+    """The words of the closing progress line (also the log's exit reason), with the
+    run's total usage when the agent reported any."""
+    return _closing_words(state, plan) + usage_suffix(state.usage)
+
+
+def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
+    line = _closing_line(state, plan)
+    if state.status == STATUS_INTERRUPTED:
+        progress.always(line)
+    elif state.status in (STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR, STATUS_LIMITED):
+        progress.error(line)
+        for excerpt in state.stuck_excerpt:
+            progress.detail("  | " + excerpt)
+    else:
+        progress.info(line)
+        if state.reason == "max iterations" and state.failures and state.last_reason:
+            progress.warn("%d of %s failed; the last: %s, %s" % (
+                state.failures, plural(state.iteration, "iteration"), *state.last_reason))
 
 
 def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
@@ -5517,63 +5601,8 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
     return state
 
 
-def _closing_line(state: LoopState, plan: RunPlan) -> str:
-    """The words of the closing progress line (also the log's exit reason), with the
-    run's total usage when the agent reported any."""
-    return _closing_words(state, plan) + usage_suffix(state.usage)
-
-
-def _closing_words(state: LoopState, plan: RunPlan) -> str:
-    total = format_duration(state.elapsed())
-    done = plural(state.iteration, "iteration")
-    if state.status == STATUS_INTERRUPTED:
-        name = signal_name(state.interrupted_by or signal.SIGINT)
-        if state.waiting_for_limit:
-            return "Interrupted by %s while waiting for a usage limit to reset (%s completed," \
-                   " total: %s)" % (name, done, total)
-        if state.interrupted_during is not None:
-            return "Interrupted by %s during iteration %d (%s completed, total: %s)" % (
-                name, state.interrupted_during, done, total)
-        return "Interrupted by %s between iterations (%s completed, total: %s)" % (name, done, total)
-    if state.status == STATUS_ABORTED:
-        return "Aborting after %d consecutive failures (%s completed, total: %s)" % (
-            state.consecutive_failures, done, total)
-    if state.status == STATUS_STUCK:
-        return "Stuck: %s (%s completed, total: %s)" % (state.reason, done, total)
-    if state.status == STATUS_LIMITED:
-        return "Stopped at a %s (%s completed, total: %s)" % (state.reason, done, total)
-    if state.status == STATUS_ERROR:
-        return state.reason
-    if state.reason == "max iterations":
-        return "Reached max iterations: %d (total: %s)" % (plan.max_iterations or 0, total)
-    if state.reason == "time budget":
-        return "Completed: time budget of %s reached (%s, total: %s)" % (
-            format_budget(plan.max_time or 0), done, total)
-    if state.reason == "cost budget":
-        return "Completed: cost budget of %s reached (%s, total: %s)" % (
-            format_cost(plan.max_cost or 0), done, total)
-    if state.reason == "done_when":
-        return "Completed: done_when reports nothing left to do (%s, total: %s)" % (done, total)
-    return "Completed: agent signalled SUCCESS (%s, total: %s)" % (done, total)
-
-
-def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
-    line = _closing_line(state, plan)
-    if state.status == STATUS_INTERRUPTED:
-        progress.always(line)
-    elif state.status in (STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR, STATUS_LIMITED):
-        progress.error(line)
-        for excerpt in state.stuck_excerpt:
-            progress.detail("  | " + excerpt)
-    else:
-        progress.info(line)
-        if state.reason == "max iterations" and state.failures and state.last_reason:
-            progress.warn("%d of %s failed; the last: %s, %s" % (
-                state.failures, plural(state.iteration, "iteration"), *state.last_reason))
-
-
 # ----------------------------------------------------------------------
-# 20. Command line
+# 22. Command line
 # ----------------------------------------------------------------------
 
 USAGE = """python3 rooda.py <procedure> [max_iterations] [options]
@@ -5631,6 +5660,16 @@ def _number_type(option: str, minimum: float, inclusive: bool, whole: bool = Fal
     return parse
 
 
+def _parse_count(text: str, what: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise UsageError("%s must be a whole number >= 0 (0 means unlimited), not '%s'" % (what, text))
+    return value
+
+
 def _count_type(option: str) -> Callable[[str], int]:
     """An argparse type for a cap: a whole number >= 0, 0 meaning unlimited."""
     def parse(text: str) -> int:
@@ -5653,6 +5692,24 @@ def _choice_type(option: str, choices: Sequence[str]) -> Callable[[str], str]:
         raise argparse.ArgumentTypeError("%s must be %s or %s, not '%s'%s" % (
             option, ", ".join(choices[:-1]), choices[-1], text, did_you_mean(text, choices)))
     return parse
+
+
+def _usage_message(message: str) -> str:
+    """argparse's message in rooda's words: the option's own sentence when a type said it,
+    "needs a value", "exclude each other"."""
+    import re
+
+    own = re.match(r"argument [^:]+: (-.*)$", message, re.S)
+    if own:
+        return own.group(1)
+    needs = re.match(r"argument (\S+): expected one argument$", message)
+    if needs:
+        return "option %s needs a value" % needs.group(1)
+    clash = re.match(r"argument (\S+): not allowed with argument (\S+)$", message)
+    if clash:
+        return "%s and %s exclude each other" % tuple(sorted(
+            (part.split("/")[-1] for part in clash.groups()), key=lambda o: o != "--verbose"))
+    return message
 
 
 def build_parser() -> Any:
@@ -5730,24 +5787,6 @@ def build_parser() -> Any:
     return parser
 
 
-def _usage_message(message: str) -> str:
-    """argparse's message in rooda's words: the option's own sentence when a type said it,
-    "needs a value", "exclude each other"."""
-    import re
-
-    own = re.match(r"argument [^:]+: (-.*)$", message, re.S)
-    if own:
-        return own.group(1)
-    needs = re.match(r"argument (\S+): expected one argument$", message)
-    if needs:
-        return "option %s needs a value" % needs.group(1)
-    clash = re.match(r"argument (\S+): not allowed with argument (\S+)$", message)
-    if clash:
-        return "%s and %s exclude each other" % tuple(sorted(
-            (part.split("/")[-1] for part in clash.groups()), key=lambda o: o != "--verbose"))
-    return message
-
-
 def parse_args(argv: Sequence[str]) -> Any:
     """The parsed command line: `command` (the first word), its `words`, the options."""
     parser = build_parser()
@@ -5763,16 +5802,6 @@ def parse_args(argv: Sequence[str]) -> Any:
     options.command, options.words = (words[0], words[1:]) if words else (None, [])
     options.parser = parser
     return options
-
-
-def _parse_count(text: str, what: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise UsageError("%s must be a whole number >= 0 (0 means unlimited), not '%s'" % (what, text))
-    return value
 
 
 def resolve_max_iterations(options: Any, positional: Optional[str], procedure_name: str,
@@ -5829,6 +5858,23 @@ def _use_color(option: str, stream: TextIO) -> bool:
 
 # The words of SPEC 2's --log-level / loop.log_level (the Go rooda's) as a verbosity.
 LOG_LEVELS = {"debug": 2, "info": 1, "warn": 0, "error": 0}
+
+
+def _agent_origin(config: Config, procedure_name: str,
+                  agent: Optional[AgentCommand]) -> Tuple[str, Optional[str]]:
+    """Where the agent command came from, as (tier, file) like any other setting."""
+    if agent is None:
+        return (TIER_BUILTIN, None)
+    origin = agent.source
+    for flag in ("--ai-cmd-alias", "--ai-cmd"):
+        if origin.endswith(flag):
+            return (TIER_FLAG, flag)
+    for key in ("ai_cmd_alias", "ai_cmd"):
+        if origin.endswith("procedure %s %s" % (procedure_name, key)):
+            return config.where(("procedures", procedure_name, key))
+        if origin.endswith("loop." + key):
+            return config.where(("loop", key))
+    return (TIER_BUILTIN, "found on PATH")
 
 
 def plan_run(options: Any, config: Config, procedure_name: str,
@@ -5945,37 +5991,11 @@ def plan_run(options: Any, config: Config, procedure_name: str,
     )
 
 
-def _agent_origin(config: Config, procedure_name: str,
-                  agent: Optional[AgentCommand]) -> Tuple[str, Optional[str]]:
-    """Where the agent command came from, as (tier, file) like any other setting."""
-    if agent is None:
-        return (TIER_BUILTIN, None)
-    origin = agent.source
-    for flag in ("--ai-cmd-alias", "--ai-cmd"):
-        if origin.endswith(flag):
-            return (TIER_FLAG, flag)
-    for key in ("ai_cmd_alias", "ai_cmd"):
-        if origin.endswith("procedure %s %s" % (procedure_name, key)):
-            return config.where(("procedures", procedure_name, key))
-        if origin.endswith("loop." + key):
-            return config.where(("loop", key))
-    return (TIER_BUILTIN, "found on PATH")
-
-
 # ----------------------------------------------------------------------
-# 21. Commands
+# 23. Commands
 # ----------------------------------------------------------------------
 # Each command is a function of the parsed options that returns an exit code; only
 # main turns errors into messages.
-
-def write_stdout(text: str) -> None:
-    """Write to stdout; a reader that went away (`| head -1`) is not an error."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _silence_stdout()
-
 
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so that the interpreter's final flush stays quiet."""
@@ -5985,6 +6005,15 @@ def _silence_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError, AttributeError):
         pass
+
+
+def write_stdout(text: str) -> None:
+    """Write to stdout; a reader that went away (`| head -1`) is not an error."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
 
 
 def load_config_saying_warnings(options: Any) -> Config:
@@ -6313,10 +6342,10 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
             report("warning", "no iteration timeout: an agent that hangs (network retries, a login"
                               " prompt) stalls the loop; set --timeout or loop.iteration_timeout")
         if plan.idle_timeout is not None and agent is not None and agent.format == "text":
-            name = agent.preset or os.path.basename(agent.argv[0])
-            better = PRESETS[name][2] if name in PRESETS else "text"
+            preset = agent.preset or os.path.basename(agent.argv[0])
+            better = PRESETS[preset][2] if preset in PRESETS else "text"
             fix = "the %s preset as shipped prints its structured output (format %s), which avoids" \
-                  " it" % (name, better) if better != "text" else "prefer --timeout"
+                  " it" % (preset, better) if better != "text" else "prefer --timeout"
             report("warning", "idle timeout with a text agent: some CLIs (claude -p among them) print"
                               " nothing until they finish, so a busy iteration looks idle; " + fix)
         gates = plan.gates
@@ -6466,7 +6495,7 @@ def command_vendor(options: Any, directory: str) -> int:
 
 
 # ----------------------------------------------------------------------
-# 22. The status command
+# 24. The status command
 # ----------------------------------------------------------------------
 # `status`: what the newest run in a log directory is doing, read from its .jsonl while
 # it runs in another terminal (SPEC 14). A line that does not parse, or does not have
@@ -6677,7 +6706,7 @@ def command_status(options: Any) -> int:
 
 
 # ----------------------------------------------------------------------
-# 23. main
+# 25. main
 # ----------------------------------------------------------------------
 
 # The commands and their word counts: (fewest, most, usage). Anything else is a procedure.

@@ -155,6 +155,17 @@ def test_claude_exiting_0_without_a_result_is_a_failure(workspace, agent, capfd,
     assert "  exit 0: the agent ended without its closing result event" in err
 
 
+def test_a_run_cut_short_after_a_cli_notice_gives_that_notice_as_the_reason(workspace, agent, capfd):
+    """codex retries in `error` events; if it then dies, its last retry is the only clue."""
+    lines = [{"type": "thread.started", "thread_id": "t"}, {"type": "turn.started"},
+             {"type": "error", "message": "Reconnecting... 5/5 (stream disconnected before completion)"}]
+    (workspace / "cut.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    agent.script({"actions": [{"out_file": str(workspace / "cut.jsonl")}], "exit": 1})
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", "codex")
+    assert "  exit 1: the agent ended without its closing result event (interrupted, or it crashed);" \
+        " its last notice: Reconnecting... 5/5 (stream disconnected before completion)" in err
+
+
 def test_codex_warnings_in_error_items_are_not_failures(workspace, agent, capfd, tmp_path):
     code, _, err, events = run_stream(capfd, agent, tmp_path, [replay("codex.jsonl")], "codex", "-v")
     assert ends(events)[0]["outcome"] == "completed"
@@ -273,7 +284,7 @@ def test_max_cost_with_a_format_that_reports_no_cost_is_a_warning(workspace, age
 
 def test_the_reader_counts_tool_calls_and_shortens_paths_under_the_working_directory(workspace):
     shown = []
-    reader = rooda.EventReader(rooda.AGENT_FORMAT_DECODERS["claude"],
+    reader = rooda.EventReader(rooda.AGENT_OUTPUT_FORMATS["claude"],
                                rooda.SignalScanner({"SUCCESS": ["<promise>SUCCESS</promise>"]}, ""),
                                shown.append, None, None, None, "/tmp/cc-inv/q1sj/repo", 65536,
                                lambda message: None)
