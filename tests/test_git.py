@@ -103,6 +103,22 @@ def test_other_files_in_the_log_directory_are_committed_like_any_other(workspace
     assert not [path for path in files if path.startswith("notes/session-")]
 
 
+def test_session_logs_committed_before_are_taken_out_of_the_index_and_kept_on_disk(tmp_path, agent):
+    """Logs force-added by an earlier workflow stop being committed once rooda commits."""
+    project = vendored_project(tmp_path, git={"commit": True})
+    old = project / ".rooda" / "logs" / "session-20260101-000000.log"
+    old.parent.mkdir(exist_ok=True)
+    old.write_text("an old session\n")
+    git(project, "add", "-f", str(old))
+    git(project, "commit", "-q", "-m", "logs, by mistake")
+    agent.script(writes("a.txt", "a"))
+    done = run_vendored(project, agent, "-n", "1")
+    assert done.returncode == 0, done.stderr.decode()
+    assert "a.txt" in tracked(project)
+    assert not [path for path in tracked(project) if path.startswith(".rooda/logs")]
+    assert old.read_text() == "an old session\n"
+
+
 # --- 3. a git error is never "no change" ---------------------------------------------
 
 def nested_repository_without_commits(workspace):
