@@ -2,14 +2,11 @@
 is a case that went wrong once (a traceback, a wrong outcome, a slow exit)."""
 import json
 import os
-import signal
 import subprocess
 import sys
-import threading
-import time
 
 import rooda
-from conftest import ROODA, interrupt, progress_lines, run_main, run_rooda, write_config
+from conftest import ROODA, progress_lines, run_main, run_rooda, write_config
 
 
 def events_line(*events):
@@ -107,28 +104,6 @@ def test_prompt_from_a_closed_stdin_is_one_clear_error(workspace, agent):
                           timeout=30, preexec_fn=lambda: os.close(0))
     assert proc.returncode == 2 and b"prompt -: standard input is closed" in proc.stderr
     assert b"Traceback" not in proc.stderr
-
-
-def test_sigterm_is_not_held_up_by_a_slow_reader_of_verbose_output(workspace, agent):
-    agent.script({"actions": [{"out_bytes": 6 << 20, "line": 100}, {"touch": "written"}, {"sleep": 60}]})
-    read_end, write_end = os.pipe()
-
-    def slow_reader():  # reads, but slowly: 64 KiB every 0.2 s
-        try:
-            while os.read(read_end, 65536):
-                time.sleep(0.2)
-        except OSError:
-            pass
-    threading.Thread(target=slow_reader, daemon=True).start()
-    try:
-        proc = subprocess.Popen([sys.executable, ROODA, "build", "-n", "1", "-v", "--no-log", "--ai-cmd",
-                                 agent.cmd], cwd=str(workspace), env=dict(os.environ, **agent.env),
-                                stdout=write_end, stderr=subprocess.PIPE)
-        agent.wait_for("written")
-        took, err = interrupt(proc, signal.SIGTERM)
-    finally:
-        os.close(write_end)
-    assert proc.returncode == -signal.SIGTERM and took < 1.5, (took, err)
 
 
 # --- the library and status ----------------------------------------------------------------
