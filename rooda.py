@@ -2505,7 +2505,8 @@ def decode_codex(event: dict) -> Optional[list]:
         message = str(_mapping(event.get("error")).get("message") or "the turn failed")
         return [(EV_ERROR, message, _status_in(message), None), (EV_RESULT, False, None)]
     if kind == "error":
-        # Also sent for retried stream errors; turn.failed decides. Kept as the reason.
+        # Also sent for retried stream errors; turn.failed decides. The last one explains
+        # a run that ends without it (see _Run.failure_reason).
         return [(EV_NOTICE, str(event.get("message") or "error"))]
     return None
 
@@ -4561,6 +4562,7 @@ class Outlet:
         self.broken = False                 # the reader went away for good (EPIPE)
         self.dropped = 0                    # bytes dropped since the reader last read
         self.on_trouble: Optional[Callable[[str], None]] = None
+        self.logged = True                  # a session log keeps what is dropped here
 
     def write(self, data: bytes) -> None:
         if self.stream is None:  # started with the stream closed (`>&-`)
@@ -4586,8 +4588,9 @@ class Outlet:
                 return
             if self.size + len(data) > OUTLET_BUFFER_BYTES:
                 if not self.dropped:
-                    trouble = ("%s is not being read; output is dropped from it until it is"
-                               " (the session log keeps everything)" % self.name)
+                    trouble = ("%s is not being read; output is dropped from it until it is%s"
+                               % (self.name, " (the session log keeps everything)" if self.logged
+                                  else " (with --no-log it is lost)"))
                 self.dropped += len(data)
             else:
                 self.chunks.append(data)
@@ -4629,8 +4632,8 @@ class Outlet:
                     self.chunks.clear()
                     self.size = 0
                 elif self.dropped and not self.chunks:
-                    note = "\n[rooda: %s of output not shown here; the session log has it]\n" % (
-                        format_bytes(self.dropped))
+                    note = "\n[rooda: %s of output not shown here%s]\n" % (
+                        format_bytes(self.dropped), "; the session log has it" if self.logged else "")
                     self.dropped = 0
                     self.chunks.append(note.encode())
                     self.size += len(note)
@@ -4990,10 +4993,12 @@ def _usage_log_lines(usage: Mapping[str, Any]) -> str:
     if usage.get("turns"):
         lines.append("API Requests: %d" % usage["turns"])
     tokens = total_tokens(usage)
-    if tokens is not None:
-        lines.append("Tokens: %d (input %d, output %d, cache read %d, cache write %d)" % (
-            tokens, usage.get("input_tokens") or 0, usage.get("output_tokens") or 0,
-            usage.get("cache_read_tokens") or 0, usage.get("cache_write_tokens") or 0))
+    if tokens is not None:  # the parts the CLI reported: an unknown count is not a 0
+        parts = ["%s %d" % (words, usage[name]) for name, words in (
+            ("input_tokens", "input"), ("output_tokens", "output"),
+            ("cache_read_tokens", "cache read"), ("cache_write_tokens", "cache write"))
+            if usage.get(name) is not None]
+        lines.append("Tokens: %d (%s)" % (tokens, ", ".join(parts)))
     if usage.get("tool_calls"):
         lines.append("Tool Calls: %d" % usage["tool_calls"])
     if usage.get("cost_usd") is not None:
@@ -6067,6 +6072,7 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
     out = err if _same_file(sys.stdout, sys.stderr) else Outlet(sys.stdout, "stdout")
     progress = Progress(err, plan.verbosity, plan.color, plan.heartbeat)
     out.on_trouble = err.on_trouble = progress.warn
+    out.logged = err.logged = log is not None
     guard = SignalGuard()
     try:
         with guard:

@@ -171,6 +171,12 @@ def test_codex_warnings_in_error_items_are_not_failures(workspace, agent, capfd,
     assert ends(events)[0]["outcome"] == "completed"
 
 
+def test_the_log_gives_only_the_token_counts_the_cli_reported(workspace, agent, capfd, tmp_path):
+    code, _, _, events = run_stream(capfd, agent, tmp_path, [replay("gemini.jsonl")], "gemini")
+    with open(events[0]["log"]) as stream:  # Gemini reports no cache writes: not "cache write 0"
+        assert "\nTokens: 25369 (input 25333, output 36, cache read 0)\n" in stream.read()
+
+
 # --- what people see: readable lines, never JSON; the raw stream kept -------------------------
 
 def test_verbose_and_the_log_are_readable_and_the_raw_lines_are_kept(workspace, agent, capfd, tmp_path):

@@ -387,14 +387,15 @@ def test_ctrl_z_stops_the_agents_group_and_the_time_stopped_counts_toward_no_tim
     assert b"Completed: agent signalled SUCCESS" in err and b"no output for" not in err
 
 
-def test_a_reader_that_stops_reading_never_blocks_timeouts_or_signals(workspace, agent):
+@pytest.mark.parametrize("logging", [["--no-log"], []], ids=["no-log", "log"])
+def test_a_reader_that_stops_reading_never_blocks_timeouts_or_signals(workspace, agent, logging):
     """--verbose into a pipe nobody reads (a pager, Ctrl+S): --timeout still holds."""
     agent.script({"actions": [{"out_bytes": 12 << 20, "line": 100}, {"sleep": 60}]})
     read_end, write_end = os.pipe()
     try:
         started = time.monotonic()
-        proc = subprocess.Popen([sys.executable, ROODA, "build", "-n", "1", "-v", "--no-log", "--timeout",
-                                 "2", "--ai-cmd", agent.cmd],
+        proc = subprocess.Popen([sys.executable, ROODA, "build", "-n", "1", "-v", "--timeout", "2",
+                                 "--ai-cmd", agent.cmd] + logging,
                                 cwd=str(workspace), env=dict(os.environ, **agent.env), stdout=write_end,
                                 stderr=subprocess.PIPE)
         _, err = proc.communicate(timeout=30)
@@ -404,7 +405,9 @@ def test_a_reader_that_stops_reading_never_blocks_timeouts_or_signals(workspace,
         os.close(read_end)
     assert took < 12, "the timeout of 2 s took %.1fs" % took
     assert b"(timeout, consecutive: 1/3)" in err
-    assert b"stdout is not being read; output is dropped from it until it is" in err
+    # With --no-log nothing keeps the dropped output, and the warning must not say otherwise.
+    assert b"stdout is not being read; output is dropped from it until it is (%s)" % (
+        b"with --no-log it is lost" if logging else b"the session log keeps everything") in err
 
 
 @pytest.mark.parametrize("reader", ["stopped", "slow"])

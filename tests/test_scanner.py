@@ -128,10 +128,12 @@ def best_of(runs, action):
 def test_the_echo_guard_setup_is_linear_in_the_prompt():
     """A 10 MB prompt with thousands of lines quoting a signal must not take seconds."""
     line = "Print <promise>SUCCESS</promise> when the task is done. " + "x" * 500 + "\n"
-    small, large = line * 2000, line * 8000
+    small, large = line * 1000, line * 8000
     signals = {"SUCCESS": ["<promise>SUCCESS</promise>"], "FAILURE": ["<promise>FAILURE</promise>"]}
 
     def setup(prompt):
         return lambda: SignalScanner(signals, prompt + str(len(prompt)))  # no cache hit
-    ratio = best_of(3, setup(large)) / best_of(3, setup(small))
-    assert ratio < 8, "4x the prompt took %.1fx the time (quadratic?)" % ratio
+    # 8x the prompt: linear is 8x the time, quadratic 64x. The bound sits far from both,
+    # so a busy machine (2 cores, other work) does not make it flake.
+    ratio = best_of(5, setup(large)) / best_of(5, setup(small))
+    assert ratio < 24, "8x the prompt took %.1fx the time (quadratic?)" % ratio
