@@ -126,6 +126,9 @@ GROUP_POLL_SECONDS = 0.02
 # After SIGKILL, how long to wait for the pipes to close before abandoning them (a
 # process in uninterruptible sleep, or one that escaped the group, may hold them).
 KILL_WAIT_SECONDS = 2.0
+# How long processes killed with SIGKILL are waited for, so that what they leave behind
+# is found (an escaped process's own children are adopted only once it has died).
+KILL_SETTLE_SECONDS = 1.0
 # Upper bound of the back-off delay between failing iterations.
 BACKOFF_CAP_SECONDS = 300.0
 # Bytes of the previous iteration's output quoted in the next prompt (SPEC 4).
@@ -2903,6 +2906,15 @@ def _terminate_escapees(own_pids: Iterable[int], grace: float, guard: Optional[S
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+            # Dying of SIGKILL takes a moment (longer for a big process). Only once an
+            # escapee is dead are its own escaped children adopted, for the next round to
+            # find: without this wait a tool's `setsid server &` outlived an interruption.
+            settle = time.monotonic() + KILL_SETTLE_SECONDS
+            while True:
+                _reap(escapees | _adopted(own_pids))
+                if not (_children() & escapees) or time.monotonic() >= settle:
+                    break
+                time.sleep(GROUP_POLL_SECONDS)
         _reap(escapees)
 
 

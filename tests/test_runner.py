@@ -462,6 +462,42 @@ def test_an_escaped_tree_whose_child_outlives_its_parent_costs_no_grace_period(w
     assert seconds < 3, "the escapees' zombie held the group for the 5 s grace (%.1fs)" % seconds
 
 
+NESTED_ESCAPEES = (
+    "import subprocess, sys, time\n"
+    "sys.stdin.read()\n"
+    "# a tool in a session of its own (claude's Bash) that starts a server in yet another\n"
+    "# (`setsid server &`): the server is adopted by rooda only once the tool has died --\n"
+    "# and this tool, holding 256 MiB, takes a while to die even of SIGKILL\n"
+    "tool = ('import subprocess, sys, time\\n'\n"
+    "        'memory = b\"x\" * (256 << 20)\\n'\n"
+    "        'server = subprocess.Popen([\"sleep\", \"303\"], start_new_session=True)\\n'\n"
+    "        'open(sys.argv[1], \"w\").write(str(server.pid))\\n'\n"
+    "        'time.sleep(60)\\n')\n"
+    "subprocess.Popen([sys.executable, '-c', tool, sys.argv[1]], start_new_session=True,\n"
+    "                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+    "print('tool started', flush=True)\n"
+    "time.sleep(60)\n")
+
+
+def test_ctrl_c_leaves_no_server_that_a_tool_started_in_a_session_of_its_own(workspace, tmp_path):
+    script, pid_file = tmp_path / "agent.py", tmp_path / "server.pid"
+    script.write_text(NESTED_ESCAPEES)
+    proc = subprocess.Popen([sys.executable, ROODA, "build", "-n", "1", "--no-log", "--ai-cmd",
+                             "%s %s %s" % (sys.executable, script, pid_file)],
+                            cwd=str(workspace), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), timeout=20)
+        server = int(pid_file.read_text())
+        took, err = interrupt(proc)
+        assert proc.returncode == -signal.SIGINT and took < 1.5, (took, err)
+        assert not alive(server), "the tool's server outlived rooda"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if pid_file.exists() and pid_file.read_text().strip() and alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
 def test_agent_output_and_progress_lines_keep_their_order_on_one_terminal(workspace, agent, tmp_path):
     agent.script({"actions": [{"out": "first agent line\n"}]}, {"actions": [{"out": "second agent line\n"}]})
     output = tmp_path / "screen.txt"
