@@ -2,6 +2,7 @@
 is a case that went wrong once (a traceback, a wrong outcome, a slow exit)."""
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -15,6 +16,9 @@ def events_line(*events):
 
 OK_RESULT = {"type": "result", "subtype": "success", "is_error": False, "result": "done",
              "total_cost_usd": 0.1, "num_turns": 1, "usage": {"input_tokens": 10, "output_tokens": 2}}
+
+
+SUCCESS_STEP = {"actions": [{"out": "done\n<promise>SUCCESS</promise>\n"}]}
 
 
 def say(text, **more):
@@ -96,6 +100,23 @@ def test_verbose_with_stdout_closed_warns_once_and_goes_on(workspace, agent):
     err = proc.stderr.decode()
     assert proc.returncode == 0 and "Traceback" not in err, err
     assert err.count("stdout is closed; agent output is no longer shown") == 1
+
+
+def test_a_signal_in_the_last_moment_of_a_run_still_ends_it_as_interrupted(workspace, agent, capfd,
+                                                                          monkeypatch):
+    """SIGTERM after the last iteration's checks, as the run closes: not lost, not "Completed"."""
+    agent.script(SUCCESS_STEP)
+    info = rooda.Progress.info
+
+    def info_then_signal(progress, message):
+        info(progress, message)
+        if message.startswith("Iteration 1/1 completed"):
+            os.kill(os.getpid(), signal.SIGTERM)  # rooda's own handler records it
+    monkeypatch.setattr(rooda.Progress, "info", info_then_signal)
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd)
+    assert code == 143, err
+    assert "Interrupted by SIGTERM between iterations (1 iteration completed" in err
+    assert "Completed" not in err
 
 
 def test_prompt_from_a_closed_stdin_is_one_clear_error(workspace, agent):
