@@ -2,45 +2,37 @@
 """rooda.py - run an AI coding agent in an OODA loop until the work is done.
 
 Each iteration assembles a prompt from four phase files (observe, orient, decide,
-act) chosen by a named procedure, pipes it to an agent CLI (claude, codex, gemini,
-...) started as a fresh process, streams and scans its output for the promise
-signals <promise>SUCCESS</promise> and <promise>FAILURE</promise>, decides the
-iteration's outcome, and stops on success, an iteration cap, repeated failure, a
-time budget or a signal -- leaving no process of the agent behind.
+act) chosen by a named procedure -- or one prompt file, the Ralph loop -- pipes it to
+an agent CLI (claude, codex, gemini, ...) started as a fresh process, reads what the
+agent says, decides the iteration's outcome, and stops on success, a cap, repeated
+failure, a stuck detector, a budget or a signal -- leaving no process behind.
 
-This is one file with no dependency beyond the standard library of CPython 3.8 or
-newer. Copy it into a repository together with prompts/ and rooda-config.json (or
-run ``python3 rooda.py vendor DIR``) and run ``python3 rooda.py build``.
+One file, standard library only, CPython 3.8 or newer: copy it with prompts/ and
+rooda-config.json into a repository (``python3 rooda.py vendor DIR``) and run
+``python3 rooda.py build``.
 
-Public names (``__all__``): main, load_config, load_yaml, assemble_prompt,
-run_agent, classify_outcome, SignalScanner, RoodaError, UsageError, ConfigError.
+Public names (``__all__``): main, load_config, load_yaml, assemble_prompt, run_agent,
+classify_outcome, SignalScanner, RoodaError, UsageError, ConfigError. They are what a
+vendoring repository may import; their signatures may still change between minor
+versions (the command line and the log formats are the stable interface).
 
-Sections, in this order (each name is defined before it is used):
-   1. Constants
-   2. Errors
-   3. Small utilities
-   4. YAML subset loader
-   5. Configuration schema
-   6. Fragment references
-   7. Configuration tiers
-   8. Agent command
-   9. Prompt assembly
-  10. Signal scanning
-  11. Agent output formats
-  12. Signals and process groups
-  13. Agent process
-  14. Reading the agent's output
-  15. Usage limits and provider errors
-  16. Gates
-  17. Git
-  18. Session logs
-  19. Progress lines
-  20. Run plan and loop state
-  21. The loop
-  22. Command line
-  23. Commands
-  24. The status command
-  25. main
+Parts, bottom-up (each name is defined before it is used), and what each owns:
+   1. Header and constants   paths, phases, outcome / cause / status words, I/O tunables
+   2. Errors                 RoodaError and its kinds; Interrupted
+   3. Utilities              formatters, did-you-mean, Record, and every module-level cache
+   4. YAML subset loader     rooda-config.yml without PyYAML
+   5. Agent CLIs             the catalogue: one row per CLI (command, format and decoder,
+                             logins, pitfalls, its own limit / auth / billing / outage words)
+   6. Settings               one row per setting: default, check, env and flag forms, help
+   7. Configuration          files, tiers, merging, provenance, Go rooda configs, the agent
+   8. Prompt                 fragments, templates, PREVIOUS ITERATION, assembly
+   9. Processes              signals, process groups, spawning, supervising a child
+  10. Reading output         promise signals, text and event readers, usage, activity
+  11. Outcomes and causes    why an iteration ended; provider trouble; the table of stops
+  12. Gates and git          verify, done_when, requires, stuck, HEAD, commit and push
+  13. Reporting              session logs, progress lines, status line, heartbeats
+  14. The loop               the plan, the state, one iteration in steps, run_loop
+  15. Command line           argparse, plan_run, the commands, status, main
 """
 from __future__ import annotations
 
@@ -50,7 +42,10 @@ if sys.version_info < (3, 8):  # before anything that could fail on an old inter
     sys.stderr.write("rooda: error: Python 3.8 or newer is required\n")
     sys.exit(2)
 
+import collections
+import json
 import os
+import re
 import signal
 import time
 
@@ -69,7 +64,7 @@ if TYPE_CHECKING:  # annotations only; never imported at run time (start-up cost
 
 
 # ----------------------------------------------------------------------
-# 1. Constants
+# 1. Header and constants
 # ----------------------------------------------------------------------
 
 # Where rooda.py lives: the shipped config, prompts/ and the built-in log_dir resolve here.
@@ -80,13 +75,11 @@ ROODA_DIR = os.path.dirname(os.path.realpath(__file__))
 SHIPPED_CONFIG = os.path.join(ROODA_DIR, "rooda-config.json")
 # File names a workspace (or global) config may have, in the order they are looked for.
 CONFIG_NAMES = ("rooda-config.json", "rooda-config.yml", "rooda-config.yaml")
-
 # The four OODA phases, in prompt order.
 PHASES = ("observe", "orient", "decide", "act")
 # Words that are commands, so no procedure may take them.
 RESERVED_WORDS = ("run", "prompt", "list", "info", "config", "doctor", "vendor", "status", "help",
                   "version")
-
 # Iteration outcomes (SPEC 5, the outcome matrix).
 SUCCESS = "success"
 COMPLETED = "completed"
@@ -97,7 +90,6 @@ LIMITED = "limited"             # a provider usage or rate limit: waited out, ru
 OUTCOME_INTERRUPTED = "interrupted"  # (the .jsonl's word for an iteration a signal ended)
 # Outcomes that count as a failure towards the threshold and get `, consecutive: x/y`.
 FAILING_OUTCOMES = (FAILURE, TIMEOUT, REJECTED)
-
 # Loop statuses and the exit code each one ends with (interrupted: 128 + signal).
 STATUS_COMPLETED = "completed"
 STATUS_ABORTED = "aborted"
@@ -107,11 +99,9 @@ STATUS_ERROR = "error"
 STATUS_LIMITED = "limited"
 EXIT_CODES = {STATUS_COMPLETED: 0, STATUS_ABORTED: 1, STATUS_ERROR: 2, STATUS_STUCK: 3,
               STATUS_LIMITED: 4}
-
 # Signal kinds, as they appear in the jsonl log and the iteration records.
 SIGNAL_SUCCESS = "SUCCESS"
 SIGNAL_FAILURE = "FAILURE"
-
 # Bytes per os.read of the agent's pipes and per os.write of the prompt.
 READ_SIZE = 65536
 # Reads of one pipe per wake-up of the selector, at most (a burst of output).
@@ -139,87 +129,6 @@ PROMPT_ARG_LIMIT = 128 * 1024
 MIN_OUTPUT_BUFFER = 1024
 # Built-in default cap when no tier sets one (seed 000).
 DEFAULT_MAX_ITERATIONS = 5
-
-# Tier 1, "built-in": the loop settings (SPEC 3). Every other tier overrides these.
-BUILTIN_LOOP: Dict[str, Any] = {
-    "default_max_iterations": DEFAULT_MAX_ITERATIONS,
-    "iteration_mode": "max-iterations",
-    "failure_threshold": 3,
-    "iteration_timeout": None,
-    "idle_timeout": None,
-    "max_time": None,
-    "delay": 0,
-    "backoff": 1,
-    "kill_grace": 5,
-    "gate_timeout": 600,
-    "ai_cmd": None,
-    "ai_cmd_alias": None,
-    "env": {},
-    "show_ai_output": False,
-    "feedback": True,
-    "log_dir": "logs",
-    "max_output_buffer": 65536,
-    "log_level": "info",
-    "log_timestamp_format": "time",
-    "signals": {
-        "success": ["<promise>SUCCESS</promise>"],
-        "failure": ["<promise>FAILURE</promise>"],
-    },
-    "ai_format": None,              # null: the preset's format, else text (SPEC 12)
-    "max_cost": None,               # USD for the whole run, from the agent's reported cost
-    "on_limit": "wait",             # at a provider usage limit: wait it out, or stop (SPEC 13)
-    "limit_wait": 43200,            # seconds one limit may be waited out before stopping
-    "heartbeat": 300,               # seconds between "still running" lines off a terminal; 0 off
-    # Gates for every procedure (a procedure's own value wins) and for `prompt <file>`.
-    "verify": None,
-    "done_when": None,
-    "stuck": None,
-    "git": None,
-}
-
-# How an agent's output is read (SPEC 12): `text`, or one CLI's structured JSON lines.
-AGENT_FORMATS = ("text", "claude", "codex", "gemini", "copilot", "opencode")
-
-# Agent presets (SPEC 9), in auto-detection order: name -> (command, extra environment,
-# output format). Each is the CLI's documented unattended form with tools auto-approved
-# and the prompt on stdin, or in {prompt_file} / {prompt} where the CLI cannot read
-# stdin; where the CLI has a structured output mode checked against the real CLI, the
-# preset uses it (SPEC 9 rev 2). Sources and pitfalls are in the README's preset table.
-PRESETS = {
-    "claude": ("claude -p --dangerously-skip-permissions --output-format stream-json --verbose",
-               {}, "claude"),
-    "codex": ("codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check"
-              " --color never --json -", {}, "codex"),
-    "gemini": ("gemini --yolo --skip-trust -o stream-json", {}, "gemini"),
-    "copilot": ("copilot --allow-all-tools --no-ask-user --no-auto-update -s --output-format json",
-                {}, "copilot"),
-    "cursor-agent": ("cursor-agent -p --force --trust --output-format text {prompt}", {}, "text"),
-    "kiro-cli": ("kiro-cli chat --no-interactive --trust-all-tools", {}, "text"),
-    "amp": ("amp --dangerously-allow-all -x", {}, "text"),
-    "opencode": ("opencode run --auto --format json", {}, "opencode"),
-    "qwen": ("qwen --yolo -o stream-json", {}, "claude"),
-    "goose": ("goose run --no-session -q -i -", {"GOOSE_MODE": "auto"}, "text"),
-    "aider": ("aider --message-file {prompt_file} --yes-always --no-pretty --no-stream"
-              " --no-check-update --no-analytics --no-show-model-warnings", {}, "text"),
-}
-# Other names for presets: the successor jomadu/ralph calls kiro-cli `kiro` (SPEC 3 rev 2).
-PRESET_ALIASES = {"kiro": "kiro-cli"}
-# What each preset's CLI needs to authenticate, for the message when it cannot (SPEC 13).
-PRESET_LOGINS = {
-    "claude": "ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN), or run `claude` once and /login",
-    "codex": "OPENAI_API_KEY, or `codex login`",
-    "gemini": "GEMINI_API_KEY (or GOOGLE_API_KEY / Vertex AI settings), or run `gemini` once to log in",
-    "copilot": "GH_TOKEN or GITHUB_TOKEN (COPILOT_PROVIDER_API_KEY with your own provider), or"
-               " `copilot` then /login",
-    "cursor-agent": "CURSOR_API_KEY, or `cursor-agent login`",
-    "kiro-cli": "KIRO_API_KEY",
-    "amp": "AMP_API_KEY",
-    "opencode": "the provider's key, from `opencode auth login`",
-    "qwen": "OPENAI_API_KEY (with OPENAI_BASE_URL), or `qwen` then /auth",
-    "goose": "the provider's API key, from `goose configure`",
-    "aider": "OPENAI_API_KEY or ANTHROPIC_API_KEY (or the model's provider key)",
-}
-
 # The only two tokens replaced in an agent command: the path of a temporary file with
 # the prompt, and the prompt itself as one argument (SPEC 7).
 PROMPT_FILE_TOKEN = "{prompt_file}"
@@ -285,8 +194,10 @@ class Interrupted(Exception):
 
 
 # ----------------------------------------------------------------------
-# 3. Small utilities
+# 3. Utilities
 # ----------------------------------------------------------------------
+# Every formatter of the file, small helpers, and the immutable Record. Module-level
+# caches are listed in the "Internal state" block at the end of this part.
 
 def format_duration(seconds: float) -> str:
     """45.2s under a minute, then 2m16s, then 1h02m03s (seed 000's progress lines)."""
@@ -311,6 +222,58 @@ def format_budget(seconds: float) -> str:
         if count:
             parts.append("%d%s" % (count, unit))
     return "".join(parts) or "0s"
+
+
+def format_bytes(count: float) -> str:
+    """812 B, 45.2 KB, 3.1 MB, 1.2 GB."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return ("%d %s" if unit == "B" else "%.1f %s") % (count, unit)
+        count /= 1000.0
+    return "%d B" % count
+
+
+def format_count(count: float) -> str:
+    """940, 24.1k, 3.2M."""
+    if count < 1000:
+        return "%d" % count
+    if count < 1000000:
+        return "%.1fk" % (count / 1000)
+    return "%.1fM" % (count / 1000000)
+
+
+def format_cost(usd: float) -> str:
+    """$0.31, $12.40; below a cent with its significant digits."""
+    return "$%.2f" % usd if usd >= 0.01 or usd == 0 else "$%.4f" % usd
+
+
+def iso_time(moment: Optional[float] = None) -> str:
+    """ISO 8601 UTC with milliseconds: 2026-11-22T10:00:00.123Z."""
+    moment = time.time() if moment is None else moment
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment)) + ".%03dZ" % (
+        int(moment * 1000) % 1000)
+
+
+def parse_iso_time(text: object) -> Optional[float]:
+    """The epoch of an iso_time text (read back from a .jsonl), or None."""
+    import calendar
+
+    if not isinstance(text, str):
+        return None
+    try:
+        whole = calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S"))
+        return whole + (float(text[19:23]) if text[19:20] == "." and text[20:23].isdigit() else 0.0)
+    except ValueError:
+        return None
+
+
+def clock_words(moment: float, now: float) -> str:
+    """A moment for a person, in local time: 21:03, or Nov 26 19:04 when a day or more away."""
+    return time.strftime("%H:%M" if abs(moment - now) < 20 * 3600 else "%b %d %H:%M", time.localtime(moment))
+
+
+def local_time(moment: Optional[float] = None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
 
 
 def backoff_delay(delay: float, backoff: float, failures: int) -> float:
@@ -382,6 +345,36 @@ def telling_line(text: str) -> str:
     return last[:200]
 
 
+def _one_line(text: object, limit: int = 160) -> str:
+    """The first non-blank line of a text, cut to `limit` characters, its control
+    characters blanked (an escape sequence in a tool's argument must not reach the
+    terminal)."""
+    if not isinstance(text, str):
+        return ""
+    for line in text.splitlines():
+        if line.strip():
+            line = "".join(c if c.isprintable() else " " for c in line.strip()[:limit])
+            return line if len(line) < limit else line[:limit - 1] + "…"
+    return ""
+
+
+def _number(value: object) -> Optional[float]:
+    """A finite JSON number, else None (JSON parsers accept 1e999, which is infinite)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def _mapping(value: object) -> dict:
+    """A decoded JSON value as a mapping ({} when it is something else): CLIs change
+    their events, and a decoder must never fail on a field of an unexpected type."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list:
+    return value if isinstance(value, list) else []
+
+
 class Ticker:
     """A callback due every `interval` seconds, fired by whatever the loop is waiting in
     (the agent's selector, a gate, a delay) -- never per output chunk, so the status line
@@ -421,6 +414,12 @@ def signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return "signal %d" % signum
+
+
+def _display_path(path: str, cwd: str) -> str:
+    """A path as short as it can be said: relative to cwd when below it."""
+    relative = os.path.relpath(path, cwd)
+    return path if relative.startswith("..") else relative
 
 
 class Record:
@@ -471,8 +470,6 @@ _YAML_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 
 def _yaml_plain_value(text: str) -> object:
     """A plain scalar typed by the YAML 1.2 core schema."""
-    import re
-
     if text in ("", "~", "null", "Null", "NULL"):
         return None
     if text in ("true", "True", "TRUE"):
@@ -1034,1263 +1031,62 @@ def load_yaml(text: str, path: str = "<string>") -> object:
 
 
 # ----------------------------------------------------------------------
-# 5. Configuration schema
+# 5. Agent CLIs
 # ----------------------------------------------------------------------
-# The schema of SPEC 3, checked once after the tiers are merged. Validators return
-# an error message, or None when the value is acceptable.
+# Everything rooda knows about one agent CLI: its preset command and environment, how
+# its structured output is read (a decoder turning one JSON object into rooda's events),
+# the flags that reveal the format, where it keeps its login, its known pitfalls, and
+# its own words for limits and failed credentials (SPEC 9, 12, 13, 17).
 
-def _v_int(minimum: int) -> Callable[[object], Optional[str]]:
-    def check(value: object) -> Optional[str]:
-        if isinstance(value, bool) or not isinstance(value, int):
-            return "must be a whole number >= %d, not %s" % (minimum, _type_name(value))
-        if value < minimum:
-            return "must be >= %d, got %d" % (minimum, value)
-        return None
-    return check
-
-
-def _v_seconds(minimum_exclusive: bool = True, nullable: bool = True) -> Callable[[object], Optional[str]]:
-    def check(value: object) -> Optional[str]:
-        if value is None and nullable:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return "must be a number of seconds, not %s" % _type_name(value)
-        if value != value or value == float("inf"):
-            return "must be a finite number of seconds"
-        if value < 0 or (minimum_exclusive and value == 0):
-            return "must be %s 0" % (">" if minimum_exclusive else ">=")
-        return None
-    return check
-
-
-def _v_dollars(value: object) -> Optional[str]:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
-            or value in (float("inf"), float("-inf")):
-        return "must be an amount in US dollars, not %s" % _type_name(value)
-    return None if value > 0 else "must be > 0 (US dollars)"
-
-
-def _v_number(minimum: float) -> Callable[[object], Optional[str]]:
-    def check(value: object) -> Optional[str]:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            return "must be a number, not %s" % _type_name(value)
-        if value < minimum:
-            return "must be >= %g" % minimum
-        return None
-    return check
-
-
-def _v_bool(value: object) -> Optional[str]:
-    return None if isinstance(value, bool) else "must be true or false, not %s" % _type_name(value)
-
-
-def _v_str(value: object) -> Optional[str]:
-    return None if isinstance(value, str) else "must be a string, not %s" % _type_name(value)
-
-
-def _v_optional_str(value: object) -> Optional[str]:
-    return None if value is None else _v_str(value)
-
-
-def _v_command(value: object) -> Optional[str]:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        return "must be a non-empty command string"
-    return None
-
-
-def _v_enum(*choices: str) -> Callable[[object], Optional[str]]:
-    def check(value: object) -> Optional[str]:
-        if value in choices:
-            return None
-        hint = did_you_mean(value, choices) if isinstance(value, str) else ""
-        return "must be one of %s, not %r%s" % (", ".join(choices), value, hint)
-    return check
-
-
-def _v_env(value: object) -> Optional[str]:
-    if not isinstance(value, dict):
-        return "must be a mapping of variable names to strings, not %s" % _type_name(value)
-    for name, setting in value.items():
-        if not name or "=" in name:
-            return "has an invalid variable name %r" % name
-        if not isinstance(setting, (str, int, float, bool)):
-            return "variable %s must be a string, not %s" % (name, _type_name(setting))
-    return None
-
-
-def _v_mapping(example: str, fields: Dict[str, Callable[[object], Optional[str]]]
-               ) -> Callable[[object], Optional[str]]:
-    """A mapping with known keys, each checked by its own validator."""
-    def check(value: object) -> Optional[str]:
-        if not isinstance(value, dict):
-            return "must be a mapping like %s" % example
-        for key, setting in value.items():
-            if key not in fields:
-                return "has an unknown key '%s'%s" % (key, did_you_mean(key, fields))
-            problem = fields[key](setting)
-            if problem:
-                return "%s %s" % (key, problem)
-        return None
-    return check
-
-
-def _v_strings(value: object) -> Optional[str]:
-    if not isinstance(value, list) or not value or not all(
-            isinstance(s, str) and s.strip() for s in value):
-        return "must be a non-empty list of non-empty strings"
-    return None
-
-
-def _v_paths(value: object) -> Optional[str]:
-    if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
-        return "must be a list of paths"
-    return None
-
-
-def _v_optional(check: Callable[[object], Optional[str]]) -> Callable[[object], Optional[str]]:
-    """null is always fine (it unsets the key); anything else must pass `check`."""
-    return lambda value: None if value is None else check(value)
-
-
-_V_STUCK = _v_optional(_v_mapping("{same_error: 3, no_change: 2}",
-                                  {"same_error": _v_int(1), "no_change": _v_int(1)}))
-_V_GIT = _v_optional(_v_mapping("{commit: true, push: false, message: '...'}",
-                                {"commit": _v_bool, "push": _v_bool, "message": _v_str}))
-
-LOOP_SCHEMA = {
-    "default_max_iterations": _v_int(1),
-    "iteration_mode": _v_enum("max-iterations", "unlimited"),
-    "failure_threshold": _v_int(1),
-    "iteration_timeout": _v_seconds(),
-    "idle_timeout": _v_seconds(),
-    "max_time": _v_seconds(),
-    "delay": _v_seconds(minimum_exclusive=False, nullable=False),
-    "backoff": _v_number(1),
-    "kill_grace": _v_seconds(minimum_exclusive=False, nullable=False),
-    "gate_timeout": _v_seconds(nullable=False),
-    "ai_cmd": _v_command,
-    "ai_cmd_alias": _v_optional_str,
-    "env": _v_env,
-    "show_ai_output": _v_bool,
-    "feedback": _v_bool,
-    "log_dir": _v_str,
-    "max_output_buffer": _v_int(MIN_OUTPUT_BUFFER),
-    "log_level": _v_enum("debug", "info", "warn", "error"),
-    "log_timestamp_format": _v_str,
-    "signals": _v_mapping("{success: [...], failure: [...]}",
-                          {"success": _v_strings, "failure": _v_strings}),
-    "ai_format": _v_optional(_v_enum(*AGENT_FORMATS)),
-    "max_cost": _v_dollars,
-    "on_limit": _v_enum("wait", "stop"),
-    "limit_wait": _v_seconds(nullable=False),
-    "heartbeat": _v_seconds(minimum_exclusive=False, nullable=False),
-    "verify": _v_command,
-    "done_when": _v_command,
-    "stuck": _V_STUCK,
-    "git": _V_GIT,
+# How an agent's output is read (SPEC 12): `text`, or one CLI's structured JSON lines.
+AGENT_FORMATS = ("text", "claude", "codex", "gemini", "copilot", "opencode")
+# Agent presets (SPEC 9), in auto-detection order: name -> (command, extra environment,
+# output format). Each is the CLI's documented unattended form with tools auto-approved
+# and the prompt on stdin, or in {prompt_file} / {prompt} where the CLI cannot read
+# stdin; where the CLI has a structured output mode checked against the real CLI, the
+# preset uses it (SPEC 9 rev 2). Sources and pitfalls are in the README's preset table.
+PRESETS = {
+    "claude": ("claude -p --dangerously-skip-permissions --output-format stream-json --verbose",
+               {}, "claude"),
+    "codex": ("codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check"
+              " --color never --json -", {}, "codex"),
+    "gemini": ("gemini --yolo --skip-trust -o stream-json", {}, "gemini"),
+    "copilot": ("copilot --allow-all-tools --no-ask-user --no-auto-update -s --output-format json",
+                {}, "copilot"),
+    "cursor-agent": ("cursor-agent -p --force --trust --output-format text {prompt}", {}, "text"),
+    "kiro-cli": ("kiro-cli chat --no-interactive --trust-all-tools", {}, "text"),
+    "amp": ("amp --dangerously-allow-all -x", {}, "text"),
+    "opencode": ("opencode run --auto --format json", {}, "opencode"),
+    "qwen": ("qwen --yolo -o stream-json", {}, "claude"),
+    "goose": ("goose run --no-session -q -i -", {"GOOSE_MODE": "auto"}, "text"),
+    "aider": ("aider --message-file {prompt_file} --yes-always --no-pretty --no-stream"
+              " --no-check-update --no-analytics --no-show-model-warnings", {}, "text"),
 }
-
-PROCEDURE_SCHEMA = {
-    "display": _v_str,
-    "summary": _v_str,
-    "description": _v_str,
-    "default_max_iterations": _v_int(1),
-    "iteration_mode": _v_enum("max-iterations", "unlimited"),
-    "iteration_timeout": _v_seconds(),
-    "idle_timeout": _v_seconds(),
-    "failure_threshold": _v_int(1),
-    "max_time": _v_seconds(),
-    "ai_cmd": _v_command,
-    "ai_cmd_alias": _v_optional_str,
-    "env": _v_env,
-    "requires": _v_paths,
-    "requires_hint": _v_str,
-    "verify": _v_command,
-    "done_when": _v_command,
-    "stuck": _V_STUCK,
-    "git": _V_GIT,
-    "ai_format": LOOP_SCHEMA["ai_format"],
-    "max_cost": _v_dollars,
-    "max_output_buffer": _v_int(MIN_OUTPUT_BUFFER),
+# Other names for presets: the successor jomadu/ralph calls kiro-cli `kiro` (SPEC 3 rev 2).
+PRESET_ALIASES = {"kiro": "kiro-cli"}
+# What each preset's CLI needs to authenticate, for the message when it cannot (SPEC 13).
+PRESET_LOGINS = {
+    "claude": "ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN), or run `claude` once and /login",
+    "codex": "OPENAI_API_KEY, or `codex login`",
+    "gemini": "GEMINI_API_KEY (or GOOGLE_API_KEY / Vertex AI settings), or run `gemini` once to log in",
+    "copilot": "GH_TOKEN or GITHUB_TOKEN (COPILOT_PROVIDER_API_KEY with your own provider), or"
+               " `copilot` then /login",
+    "cursor-agent": "CURSOR_API_KEY, or `cursor-agent login`",
+    "kiro-cli": "KIRO_API_KEY",
+    "amp": "AMP_API_KEY",
+    "opencode": "the provider's key, from `opencode auth login`",
+    "qwen": "OPENAI_API_KEY (with OPENAI_BASE_URL), or `qwen` then /auth",
+    "goose": "the provider's API key, from `goose configure`",
+    "aider": "OPENAI_API_KEY or ANTHROPIC_API_KEY (or the model's provider key)",
 }
-
-
-_V_ALIAS_MAPPING = _v_mapping("{command: '...', format: claude, env: {...}}", {
-    "command": _v_command, "format": _v_enum(*AGENT_FORMATS), "env": _v_env})
-
-
-def _v_alias(value: object) -> Optional[str]:
-    """An agent alias: a command string, or {command, format, env} (jomadu/ralph's form)."""
-    if isinstance(value, dict):
-        if not value.get("command"):
-            return "needs a 'command' (a mapping like {command: '...', format: claude, env: {...}})"
-        return _V_ALIAS_MAPPING(value)
-    return _v_command(value) if value is not None else None
-
-
-def dotted(key_path: Sequence[object]) -> str:
-    """('procedures', 'build', 'observe', 1) -> procedures.build.observe[1]"""
-    text = ""
-    for part in key_path:
-        text += "[%d]" % part if isinstance(part, int) else ("." if text else "") + str(part)
-    return text
-
-
-def validate_config(data: dict, report: Callable[[tuple, str], None]) -> None:
-    """Check the merged data against the schema; report(key_path, message) per problem."""
-    sections = ("loop", "ai_cmd_aliases", "procedures")
-    for key in data:
-        if key not in sections:
-            report((key,), "unknown key%s" % did_you_mean(key, sections))
-    for key in sections:
-        if key in data and not isinstance(data[key], dict):
-            report((key,), "must be a mapping, not %s" % _type_name(data[key]))
-    loop: dict = data["loop"] if isinstance(data.get("loop"), dict) else {}
-    for key, value in loop.items():
-        check = LOOP_SCHEMA.get(key)
-        if check is None:
-            report(("loop", key), "unknown key%s" % did_you_mean(key, LOOP_SCHEMA))
-        else:
-            problem = check(value)
-            if problem:
-                report(("loop", key), problem)
-    aliases: dict = data["ai_cmd_aliases"] if isinstance(data.get("ai_cmd_aliases"), dict) else {}
-    for name, command in aliases.items():
-        problem = _v_alias(command)
-        if problem:
-            report(("ai_cmd_aliases", name), problem)
-    procedures: dict = data["procedures"] if isinstance(data.get("procedures"), dict) else {}
-    for name, procedure in procedures.items():
-        where = ("procedures", name)
-        if name in RESERVED_WORDS:
-            report(where, "'%s' is a command and cannot name a procedure" % name)
-        if not isinstance(procedure, dict):
-            report(where, "must be a mapping, not %s" % _type_name(procedure))
-            continue
-        for key, value in procedure.items():
-            if key in PHASES:
-                continue  # checked when the file's fragment paths were resolved
-            check = PROCEDURE_SCHEMA.get(key)
-            if check is None:
-                report(where + (key,), "unknown key%s" % did_you_mean(
-                    key, list(PROCEDURE_SCHEMA) + list(PHASES)))
-            else:
-                problem = check(value)
-                if problem:
-                    report(where + (key,), problem)
-        # A phase may be empty or absent (the Go rooda allows it), the procedure not.
-        if not any(procedure.get(phase) for phase in PHASES):
-            report(where, "has no fragment in any phase; give observe, orient, decide or act at"
-                   " least one")
-
-
-# ----------------------------------------------------------------------
-# 6. Fragment references
-# ----------------------------------------------------------------------
-# A procedure's phases name fragments: a file (relative to the configuration file that
-# names it), inline `content`, or a `builtin:` path -- a shipped prompt, or one of the Go
-# rooda's built-in names mapped onto the shipped fragment that does the same job. Each
-# is resolved once, when its configuration layer is read, into {path|content, parameters}.
-
-# The Go rooda's built-in fragments -- `builtin:fragments/<phase>/<name>.md`, the 57 names
-# its 16 built-in procedures use -- and the shipped fragment (prompts/<phase>/) that does
-# the same job. Several names may share one fragment; a phase lists it once. The table is
-# printed in the README ("Configs written for the Go rooda").
-GO_BUILTIN_FRAGMENTS = {
-    "observe": {
-        "study_agents_md": "agents-md", "scan_repo_structure": "repository",
-        "detect_build_system": "repository", "detect_work_tracking": "tracker",
-        "query_work_tracking": "tracker", "study_specs": "specs", "study_impl": "code",
-        "study_task_details": "plan", "study_draft_plan": "plan", "study_task_input": "request",
-        "run_tests": "checks", "run_lints": "checks", "verify_commands": "checks",
-    },
-    "orient": {
-        "compare_detected_vs_documented": "agents-drift", "compare_documented_vs_actual": "agents-drift",
-        "identify_drift": "agents-drift", "evaluate_against_quality_criteria": "quality-criteria",
-        "understand_task_requirements": "task", "understand_feature_requirements": "feature",
-        "understand_bug_root_cause": "fix", "search_codebase": "affected",
-        "identify_affected_files": "affected", "identify_affected_specs": "affected",
-        "identify_affected_code": "affected", "identify_spec_deficiencies": "spec-quality",
-        "parse_plan_tasks": "plan-vs-tracker", "map_to_work_tracking_format": "plan-vs-tracker",
-        "identify_specified_but_not_implemented": "spec-to-impl",
-        "identify_implemented_but_not_specified": "impl-to-spec",
-        "identify_structural_issues": "refactor", "identify_duplication": "refactor",
-        "identify_code_smells": "impl-quality", "identify_complexity_issues": "impl-quality",
-        "identify_maintenance_needs": "chore", "understand_chore_request": "chore",
-        "understand_refactor_request": "refactor",
-    },
-    "decide": {
-        "determine_sections_to_update": "agents-sync", "decide_signal": "signal",
-        "pick_task": "task", "plan_implementation_approach": "impl-changes",
-        "break_down_into_tasks": "plan", "prioritize_tasks": "plan", "prioritize_findings": "findings",
-        "prioritize_gaps_by_impact": "findings", "identify_issues": "findings",
-        "categorize_drift_severity": "findings", "determine_import_strategy": "publish",
-    },
-    "act": {
-        "write_agents_md": "write-agents-md", "commit_changes": "commit", "emit_signal": "signals",
-        "modify_files": "implement", "run_tests": "implement", "update_work_tracking": "implement",
-        "create_work_items": "publish-plan", "update_draft_plan_status": "publish-plan",
-        "write_audit_report": "write-report", "write_gap_report": "write-report",
-        "write_draft_plan": "write-draft-plan",
-    },
-}
-# What a Go name's fragment needs that the Go config cannot say.
-GO_FRAGMENT_PARAMETERS = {
-    "write-report": {"report": "that AGENTS.md names for audit reports (else audits/report.md)"},
-}
-
-
-def _resolve_builtin(target: str) -> Tuple[str, Optional[Dict[str, str]], bool]:
-    """A `builtin:` path as (file, default parameters, whether it is a Go built-in name):
-    `builtin:prompts/act/signals.md` is the shipped file itself; `builtin:fragments/<phase>/
-    <name>.md` a Go rooda name from GO_BUILTIN_FRAGMENTS (or a shipped file so named).
-    A name neither knows is a ValueError that proposes the nearest one."""
-    name = target[len("builtin:"):].lstrip("/")
-    if name.startswith("prompts/"):
-        return os.path.join(ROODA_DIR, "prompts", name[len("prompts/"):]), None, False
-    rest = name[len("fragments/"):] if name.startswith("fragments/") else name
-    phase, _, file_name = rest.partition("/")
-    stem = file_name[:-3] if file_name.endswith(".md") else file_name
-    table = GO_BUILTIN_FRAGMENTS.get(phase, {})
-    if stem in table:
-        shipped = table[stem]
-        parameters = GO_FRAGMENT_PARAMETERS.get(shipped)
-        return os.path.join(ROODA_DIR, "prompts", phase, shipped + ".md"), \
-            dict(parameters) if parameters else None, True
-    own = os.path.join(ROODA_DIR, "prompts", rest)
-    if os.path.isfile(own):
-        return own, None, False
-    if phase not in PHASES:
-        raise ValueError("%s: no such built-in fragment (they are builtin:fragments/<phase>/<name>.md"
-                         " with a phase of %s)" % (target, ", ".join(PHASES)))
-    shipped_names = [f[:-3] for f in sorted(os.listdir(os.path.join(ROODA_DIR, "prompts", phase)))
-                     if f.endswith(".md")] if os.path.isdir(os.path.join(ROODA_DIR, "prompts", phase)) else []
-    near = closest(stem, list(table) + shipped_names)
-    raise ValueError("%s: no such built-in fragment%s" % (
-        target, "; did you mean 'builtin:fragments/%s/%s.md'?" % (phase, near) if near else ""))
-
-
-def _parameter_text(value: object) -> str:
-    """A fragment parameter as the text that replaces {{.name}}; a list is comma-joined."""
-    if isinstance(value, list):
-        return ", ".join(_scalar_text(item) for item in value)
-    return _scalar_text(value)
-
-
-def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callable) -> object:
-    """A phase value in its canonical form: a list of {path} / {content} fragments.
-
-    Accepts a bare path (the Go rooda's v0.1 form), a list of paths, and a list of
-    {path, parameters} / {content} items; an empty list is an empty phase. Relative
-    paths resolve against `base`, the directory of the file that names them; `builtin:`
-    names resolve to prompts/ beside rooda.py, Go rooda names through its table (a
-    shipped fragment that two Go names share is listed once).
-    """
-    items = value if isinstance(value, list) else [value]
-    fragments: List[dict] = []
-    for index, item in enumerate(items):
-        where = key_path + (index,) if isinstance(value, list) else key_path
-        if isinstance(item, str):
-            item = {"path": item}
-        if not isinstance(item, dict):
-            report(where, "must be a path or a mapping with 'path' or 'content', not %s"
-                   % _type_name(item))
-            continue
-        for key in item:
-            if key not in ("path", "content", "parameters"):
-                report(where + (key,), "unknown key%s" % did_you_mean(
-                    key, ("path", "content", "parameters")))
-        if ("path" in item) == ("content" in item):
-            report(where, "needs exactly one of 'path' and 'content'")
-            continue
-        fragment: dict = {}
-        defaults = None
-        if "path" in item:
-            target = item["path"]
-            if not isinstance(target, str) or not target.strip():
-                report(where + ("path",), "must be a non-empty string")
-                continue
-            if target.startswith("builtin:"):
-                try:
-                    path, defaults, from_go = _resolve_builtin(target)
-                except ValueError as exc:
-                    report(where + ("path",), str(exc))
-                    fragments.append({"path": target})  # reported: the phase is not "empty"
-                    continue
-                if from_go and any(f.get("path") == path for f in fragments):
-                    continue  # two Go names, one shipped fragment: it is said once
-            else:
-                path = os.path.normpath(os.path.join(base, os.path.expanduser(target)))
-            fragment["path"] = path
-        else:
-            if not isinstance(item["content"], str):
-                report(where + ("content",), "must be a string, not %s" % _type_name(item["content"]))
-                continue
-            fragment["content"] = item["content"]
-        parameters = item.get("parameters")
-        if parameters is not None:
-            if not isinstance(parameters, dict) or not all(
-                    isinstance(v, (str, int, float, bool, list)) for v in parameters.values()):
-                report(where + ("parameters",), "must be a mapping of names to values")
-                continue
-            defaults = dict(defaults or {})
-            defaults.update({str(k): _parameter_text(v) for k, v in parameters.items()})
-        if defaults:
-            fragment["parameters"] = defaults
-        fragments.append(fragment)
-    return fragments
-
-
-# ----------------------------------------------------------------------
-# 7. Configuration tiers
-# ----------------------------------------------------------------------
-# Tiers, lowest first (SPEC 3): built-in (BUILTIN_LOOP, PRESETS) -> shipped
-# (rooda-config.json beside rooda.py) -> global -> workspace (./rooda-config.* or
-# --config) -> env (ROODA_LOOP_*) -> flag (the command line, applied when a run is
-# planned). Mappings are deep-merged key by key, lists replaced, null unsets (the
-# key falls back to its built-in default). Relative paths are resolved against the
-# file that names them before merging, so where a value came from never changes its
-# meaning; provenance is kept per key for `config` and for error messages.
-
-TIER_BUILTIN = "built-in"
-TIER_SHIPPED = "shipped"
-TIER_GLOBAL = "global"
-TIER_WORKSPACE = "workspace"
-TIER_ENV = "env"
-TIER_FLAG = "flag"
-# Prefix of the environment variables of the env tier.
-ENV_PREFIX = "ROODA_LOOP_"
-
-
-class Config(Record):
-    """The merged configuration.
-
-    `provenance` maps key paths (tuples) to (tier, file, line, column) of the value in
-    force; `sources` keeps each file's lines for carets; `files` lists (tier, file).
-    """
-
-    data: dict
-    provenance: Dict[tuple, Tuple[str, Optional[str], Optional[int], Optional[int]]]
-    sources: Dict[str, List[str]]
-    files: List[Tuple[str, str]]
-    warnings: List[str]             # `file:line:col: warning: ...` (the Go rooda's old keys)
-
-    __slots__ = ("data", "provenance", "sources", "files", "warnings")
-
-    def loop(self, key: str) -> Any:
-        """A loop setting, falling back to the built-in default when a tier unset it."""
-        return self.data.get("loop", {}).get(key, BUILTIN_LOOP.get(key))
-
-    def procedure(self, name: str) -> dict:
-        """A procedure's settings, or a UsageError that proposes the closest name."""
-        procedures = self.data.get("procedures", {})
-        if name not in procedures:
-            hint = did_you_mean(name, procedures)
-            if not hint and procedures:
-                hint = " (see 'python3 rooda.py list')"
-            raise UsageError("unknown procedure '%s'%s" % (name, hint))
-        return procedures[name]
-
-    def origin(self, key_path: tuple) -> Tuple[str, Optional[str], Optional[int], Optional[int]]:
-        """(tier, file, line, col) of a key, or of its nearest ancestor that has one."""
-        path = tuple(key_path)
-        while path:
-            if path in self.provenance:
-                return self.provenance[path]
-            path = path[:-1]
-        return (TIER_BUILTIN, None, None, None)
-
-    def where(self, key_path: tuple) -> Tuple[str, Optional[str]]:
-        """(tier, `file:line`) of a key's value, for people."""
-        tier, path, line, _ = self.origin(key_path)
-        return tier, ("%s:%d" % (path, line) if path and line else path)
-
-    def problem(self, key_path: tuple, message: str) -> tuple:
-        """A ConfigError problem located at the key: `file:line:col: key.path: message`."""
-        tier, path, line, col = self.origin(key_path)
-        lines = self.sources.get(path) if path else None
-        source = lines[line - 1] if lines and line and line <= len(lines) else None
-        return (path or "<%s>" % tier, line, col, "%s: %s" % (dotted(key_path), message), source)
-
-
-def _json_positions(text: str) -> Dict[tuple, Tuple[int, int]]:
-    """(line, col) of every key and list item of a valid JSON text, by key path."""
-    import bisect
-    import json
-    import re
-
-    starts = [0] + [match.end() for match in re.finditer("\n", text)]
-    positions: Dict[tuple, Tuple[int, int]] = {}
-    stack: List[list] = []  # [kind, path, current key or index, expecting a key]
-
-    def where(offset: int) -> Tuple[int, int]:
-        line = bisect.bisect_right(starts, offset)
-        return line, offset - starts[line - 1] + 1
-
-    def child_path() -> tuple:
-        if not stack:
-            return ()
-        kind, path, current, _ = stack[-1]
-        return path + (current,)
-
-    for match in re.finditer(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+', text):
-        token = match.group()
-        top: list = stack[-1] if stack else []
-        if top and top[0] == "array" and token not in ("]", ","):
-            positions[top[1] + (top[2],)] = where(match.start())
-        if token in ("{", "["):
-            stack.append(["object" if token == "{" else "array", child_path(),
-                          0 if token == "[" else None, True])
-        elif token in ("}", "]"):
-            stack.pop()
-        elif token == ",":
-            if top[0] == "object":
-                top[3] = True
-            else:
-                top[2] += 1
-        elif token == ":":
-            top[3] = False
-        elif top and top[0] == "object" and top[3] and token.startswith('"'):
-            top[2] = json.loads(token)
-            positions[top[1] + (top[2],)] = where(match.start())
-    return positions
-
-
-def parse_config_text(text: str, shown: str, is_yaml: bool
-                      ) -> Tuple[dict, Dict[tuple, Tuple[int, int]], List[str]]:
-    """Config text (JSON, or the YAML subset) as a mapping, its key positions and lines."""
-    import json
-
-    lines = text.splitlines()
-    if is_yaml:
-        parser = YamlSubsetParser(text, shown)
-        data = parser.parse()
-        positions = parser.positions
-    else:
-        def reject_duplicates(pairs: List[Tuple[str, object]]) -> dict:
-            result: dict = {}
-            for key, value in pairs:
-                if key in result:
-                    raise ConfigError("duplicate key '%s'" % key, shown)
-                result[key] = value
-            return result
-
-        try:
-            data = json.loads(text, object_pairs_hook=reject_duplicates) if text.strip() else None
-        except json.JSONDecodeError as exc:
-            source = lines[exc.lineno - 1] if exc.lineno <= len(lines) else ""
-            message = exc.msg[0].lower() + exc.msg[1:]
-            raise ConfigError(message, shown, exc.lineno, exc.colno, source) from None
-        except RecursionError:
-            raise ConfigError("nested too deeply", shown) from None
-        positions = _json_positions(text)
-    if data is None:
-        data = {}  # an empty file configures nothing
-    if not isinstance(data, dict):
-        raise ConfigError("the top level must be a mapping, not %s" % _type_name(data), shown,
-                          1, 1, lines[0] if lines else None)
-    return data, positions, lines
-
-
-def read_config_file(path: str, shown: str) -> Tuple[dict, Dict[tuple, Tuple[int, int]], List[str]]:
-    """A config file's data, the positions of its keys, and its lines (for carets)."""
-    try:
-        with open(path, "rb") as stream:
-            raw = stream.read()
-    except OSError as exc:
-        raise ConfigError("cannot read config file: %s" % (exc.strerror or exc), shown) from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise ConfigError("not valid UTF-8 (byte 0x%02x)" % raw[exc.start], shown, line,
-                          exc.start - raw.rfind(b"\n", 0, exc.start)) from None
-    return parse_config_text(text, shown, path.endswith((".yml", ".yaml")))
-
-
-def _find_config(directory: str) -> Optional[str]:
-    """The config file in a directory, None without one; two of them are ambiguous."""
-    found = [name for name in CONFIG_NAMES if os.path.isfile(os.path.join(directory, name))]
-    if len(found) > 1:
-        raise ConfigError("ambiguous configuration: both %s exist; keep one"
-                          % " and ".join(found), os.path.join(directory, found[0]))
-    return os.path.join(directory, found[0]) if found else None
-
-
-def global_config_dir(environ: Mapping[str, str]) -> str:
-    """$ROODA_CONFIG_HOME, else $XDG_CONFIG_HOME/rooda, else ~/.config/rooda
-    (%APPDATA%\\rooda on Windows)."""
-    if environ.get("ROODA_CONFIG_HOME"):
-        return environ["ROODA_CONFIG_HOME"]
-    if os.name == "nt" and environ.get("APPDATA"):
-        return os.path.join(environ["APPDATA"], "rooda")
-    if environ.get("XDG_CONFIG_HOME"):
-        return os.path.join(environ["XDG_CONFIG_HOME"], "rooda")
-    return os.path.join(os.path.expanduser("~"), ".config", "rooda")
-
-
-def _upgrade_settings(settings: dict, key_path: tuple, warn: Callable) -> dict:
-    """The Go rooda's spellings in a loop or procedure mapping, in today's words: an empty
-    ai_cmd / ai_cmd_alias means "not set here" (the tier below shows through), and v0.1's
-    default_iterations is default_max_iterations (its 0 meaning unlimited)."""
-    settings = dict(settings)
-    for key in ("ai_cmd", "ai_cmd_alias"):
-        if settings.get(key) == "":
-            del settings[key]
-    if "default_iterations" in settings:
-        count = settings.pop("default_iterations")
-        warn(key_path + ("default_iterations",), "default_iterations is the Go rooda v0.1 name;"
-             " read as default_max_iterations%s" % (" (0: iteration_mode unlimited)" if count == 0 else ""))
-        if count == 0 and not isinstance(count, bool):  # (false is a mistake, reported below)
-            settings.setdefault("iteration_mode", "unlimited")
-        else:
-            settings.setdefault("default_max_iterations", count)
-    return settings
-
-
-def _prepare_layer(raw: dict, base: str, report: Callable, warn: Callable) -> dict:
-    """One file's data with its relative paths resolved against `base` (its directory),
-    and the Go rooda's older keys read as today's (with a deprecation warning each)."""
-    layer = dict(raw)
-    if "ai_tools" in layer:
-        warn(("ai_tools",), "ai_tools is the Go rooda v0.1 name; read as ai_cmd_aliases")
-        tools = layer.pop("ai_tools")
-        if isinstance(tools, dict) and isinstance(layer.get("ai_cmd_aliases", {}), dict):
-            layer["ai_cmd_aliases"] = dict(tools, **layer.get("ai_cmd_aliases", {}))
-    loop = layer.get("loop")
-    if isinstance(loop, dict):
-        loop = _upgrade_settings(loop, ("loop",), warn)
-        if isinstance(loop.get("log_dir"), str):
-            loop["log_dir"] = os.path.normpath(os.path.join(base, os.path.expanduser(loop["log_dir"])))
-        layer["loop"] = loop
-    procedures = layer.get("procedures")
-    if isinstance(procedures, dict):
-        resolved = {}
-        for name, procedure in procedures.items():
-            if isinstance(procedure, dict):
-                procedure = _upgrade_settings(procedure, ("procedures", name), warn)
-                for phase in PHASES:
-                    if procedure.get(phase) is not None:
-                        procedure[phase] = _resolve_fragments(
-                            procedure[phase], base, ("procedures", name, phase), report)
-            resolved[name] = procedure
-        layer["procedures"] = resolved
-    return layer
-
-
-def _env_layer(environ: Mapping[str, str], cwd: str, report: Callable) -> dict:
-    """The env tier: ROODA_LOOP_<KEY> for each scalar loop setting (a relative
-    ROODA_LOOP_LOG_DIR is taken from the current directory, like --log-dir)."""
-    import re
-
-    loop = {}
-    scalars = [key for key in LOOP_SCHEMA if key not in ("env", "signals", "stuck", "git")]
-    for name, raw in sorted(environ.items()):
-        if not name.startswith(ENV_PREFIX):
-            continue
-        key = name[len(ENV_PREFIX):].lower()
-        if key not in scalars:
-            near = closest(key, scalars)
-            report(("loop", key), "%s is not a loop setting%s" % (
-                name, "; did you mean %s%s?" % (ENV_PREFIX, near.upper()) if near else ""))
-            continue
-        text = raw.strip()
-        if text in ("", "null"):
-            value: object = None
-        elif text.lower() in ("true", "false"):
-            value = text.lower() == "true"
-        elif key in ("show_ai_output", "feedback") and text in ("1", "0"):
-            value = text == "1"
-        elif re.fullmatch(r"[-+]?[0-9]+", text):
-            value = int(text)
-        elif re.fullmatch(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text):
-            value = float(text)
-        else:
-            value = text
-        if key == "log_dir" and isinstance(value, str):
-            value = os.path.normpath(os.path.join(cwd, os.path.expanduser(value)))
-        loop[key] = value
-    return {"loop": loop} if loop else {}
-
-
-def _forget(provenance: dict, path: tuple) -> None:
-    for stale in [p for p in provenance if p[:len(path)] == path and len(p) > len(path)]:
-        del provenance[stale]
-
-
-def _copy(value: object) -> object:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
-
-def _record_children(value: dict, path: tuple, origin: Callable, provenance: dict) -> None:
-    """Provenance for the keys inside a mapping that arrived whole (lists stay one value)."""
-    for key, child in value.items():
-        provenance[path + (key,)] = origin(path + (key,))
-        if isinstance(child, dict):
-            _record_children(child, path + (key,), origin, provenance)
-
-
-def _merge(into: dict, layer: dict, origin: Callable[[tuple], tuple], provenance: dict,
-           prefix: tuple = ()) -> None:
-    """Deep-merge `layer` into `into`: mappings key by key, lists replaced, null unsets."""
-    for key, value in layer.items():
-        path = prefix + (key,)
-        if value is None:
-            if isinstance(into.pop(key, None), dict):
-                _forget(provenance, path)
-            provenance[path] = origin(path)
-        elif isinstance(value, dict) and isinstance(into.get(key), dict):
-            if path not in provenance:
-                provenance[path] = origin(path)
-            _merge(into[key], value, origin, provenance, path)
-        else:
-            if isinstance(into.get(key), dict):  # only a replaced mapping has stale children
-                _forget(provenance, path)
-            into[key] = _copy(value)
-            provenance[path] = origin(path)
-            if isinstance(value, dict):
-                _record_children(value, path, origin, provenance)
-
-
-def _display_path(path: str, cwd: str) -> str:
-    """A path as short as it can be said: relative to cwd when below it."""
-    relative = os.path.relpath(path, cwd)
-    return path if relative.startswith("..") else relative
-
-
-def config_files(config_path: Optional[str], cwd: str, environ: Mapping[str, str]
-                 ) -> List[Tuple[str, str]]:
-    """The config files in tier order: [(tier, absolute path)], each loaded once."""
-    found: List[Tuple[str, str]] = []
-    if os.path.isfile(SHIPPED_CONFIG):
-        found.append((TIER_SHIPPED, SHIPPED_CONFIG))
-    global_dir = global_config_dir(environ)
-    if os.path.isdir(global_dir):
-        global_file = _find_config(global_dir)
-        if global_file:
-            found.append((TIER_GLOBAL, global_file))
-    workspace: Optional[str]
-    if config_path is not None:
-        named = os.path.join(cwd, os.path.expanduser(config_path))
-        if not os.path.exists(named):
-            raise ConfigError("config file not found", config_path)
-        if os.path.isdir(named):
-            raise ConfigError("config path is a directory, not a file", config_path)
-        workspace = named
-    else:
-        workspace = _find_config(cwd)
-    if workspace is not None:
-        found.append((TIER_WORKSPACE, workspace))
-    unique: List[Tuple[str, str]] = []
-    for tier, path in found:  # the same file in two tiers is loaded once, as the lower
-        if not any(os.path.samefile(path, seen) for _, seen in unique):
-            unique.append((tier, path))
-    return unique
-
-
-def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
-                environ: Optional[Mapping[str, str]] = None) -> Config:
-    """Load and merge the tiers below `flag`, then validate the result once.
-
-    `config_path` is the workspace file (--config); without it ./rooda-config.json
-    (or .yml / .yaml) in `cwd` is used when present. All problems are raised together.
-    """
-    cwd = cwd or os.getcwd()
-    variables: Mapping[str, str] = os.environ if environ is None else environ
-    data: dict = {}
-    provenance: dict = {}
-    sources: Dict[str, List[str]] = {}
-    files: List[Tuple[str, str]] = []
-    problems: list = []
-    warnings: List[str] = []
-    builtin = {"loop": _copy(BUILTIN_LOOP),
-               "ai_cmd_aliases": {name: preset[0] for name, preset in PRESETS.items()},
-               "procedures": {}}
-    _merge(data, builtin, lambda path: (TIER_BUILTIN, None, None, None), provenance)
-
-    for tier, path in config_files(config_path, cwd, variables):
-        shown = _display_path(path, cwd)
-        raw, positions, lines = read_config_file(path, shown)
-        sources[shown] = lines
-
-        def origin(key_path: tuple, tier: str = tier, shown: str = shown,
-                   positions: dict = positions) -> tuple:
-            line, col = positions.get(key_path, (None, None))
-            return (tier, shown, line, col)
-
-        def report(key_path: tuple, message: str, origin: Callable = origin,
-                   shown: str = shown, lines: List[str] = lines) -> None:
-            _, _, line, col = origin(key_path)
-            source = lines[line - 1] if line and line <= len(lines) else None
-            problems.append((shown, line, col, "%s: %s" % (dotted(key_path), message), source))
-
-        def warn(key_path: tuple, message: str, origin: Callable = origin, shown: str = shown) -> None:
-            _, _, line, col = origin(key_path)
-            where = ":".join(str(part) for part in (shown, line, col) if part is not None)
-            warnings.append("%s: warning: %s" % (where, message))
-
-        layer = _prepare_layer(raw, os.path.dirname(path), report, warn)
-        _merge(data, layer, origin, provenance)
-        files.append((tier, shown))
-
-    def env_origin(key_path: tuple) -> tuple:
-        return (TIER_ENV, ENV_PREFIX + str(key_path[-1]).upper() if len(key_path) > 1 else "environment",
-                None, None)
-
-    def env_report(key_path: tuple, message: str) -> None:
-        problems.append(("environment", None, None, message, None))
-
-    _merge(data, _env_layer(variables, cwd, env_report), env_origin, provenance)
-    config = Config(data=data, provenance=provenance, sources=sources, files=files,
-                    warnings=warnings)
-    validate_config(data, lambda key_path, message: problems.append(config.problem(key_path, message)))
-    if problems:
-        raise ConfigError.collect(problems)
-    return config
-
-
-# ----------------------------------------------------------------------
-# 8. Agent command
-# ----------------------------------------------------------------------
-
-class AgentCommand(Record):
-    """The agent to run: its command (a template with {prompt_file} / {prompt}), its
-    environment, where it came from, and how its output is read (SPEC 12)."""
-
-    argv: List[str]
-    env: Dict[str, str]
-    source: str
-    preset: Optional[str]
-    format: str
-
-    __slots__ = ("argv", "env", "source", "preset", "format")
-
-    def display(self) -> str:
-        import shlex
-
-        return " ".join(shlex.quote(part) if part not in (PROMPT_FILE_TOKEN, PROMPT_TOKEN)
-                        else part for part in self.argv)
-
-
-def _split_command(command: str, origin: str) -> List[str]:
-    import shlex
-
-    try:
-        argv = shlex.split(command)
-    except ValueError as exc:
-        raise ConfigError("cannot parse the agent command from %s: %s" % (origin, exc)) from None
-    if not argv:
-        raise ConfigError("the agent command from %s is empty" % origin)
-    return argv
-
-
-def _which(program: str) -> Optional[str]:
-    import shutil
-
-    return shutil.which(program)
-
-
-# The structured-output flags of the CLIs (SPEC 9): a command of one's own that passes
-# them is read in that format, as its preset would be. (program, flag, value) -> format.
-_FORMAT_FLAGS = (
-    ("claude", "--output-format", "stream-json", "claude"),
-    ("qwen", "-o", "stream-json", "claude"), ("qwen", "--output-format", "stream-json", "claude"),
-    ("amp", "--stream-json", None, "claude"),
-    ("codex", "--json", None, "codex"),
-    ("gemini", "-o", "stream-json", "gemini"), ("gemini", "--output-format", "stream-json", "gemini"),
-    ("copilot", "--output-format", "json", "copilot"),
-    ("opencode", "--format", "json", "opencode"),
-)
-
-
-def infer_format(argv: Sequence[str]) -> Optional[str]:
-    """The format a known CLI's own flags ask for (`claude ... --output-format
-    stream-json` is `claude`), or None."""
-    program = os.path.basename(argv[0]) if argv else ""
-    for name, flag, value, agent_format in _FORMAT_FLAGS:
-        if program != name:
-            continue
-        for index, part in enumerate(argv):
-            if value is None and part == flag:
-                return agent_format
-            if part == "%s=%s" % (flag, value) or (part == flag and argv[index + 1:index + 2] == [value]):
-                return agent_format
-    return None
-
-
-def alias_definition(aliases: Mapping[str, Any], name: str
-                     ) -> Optional[Tuple[str, str, Dict[str, str], Optional[str]]]:
-    """(name, command, environment, format) of an alias -- a command string, or a mapping
-    {command, format, env} -- or None. A preset unchanged keeps its own env and format."""
-    if name not in aliases and name in PRESET_ALIASES:
-        name = PRESET_ALIASES[name]
-    value = aliases.get(name)
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        env = {key: _scalar_text(setting) for key, setting in (value.get("env") or {}).items()}
-        return name, value["command"], env, value.get("format")
-    preset = PRESETS.get(name)
-    if preset is not None and value == preset[0]:
-        return name, value, dict(preset[1]), preset[2]
-    return name, value, {}, None
-
-
-def resolve_agent(config: Config, procedure_name: Optional[str], ai_cmd: Optional[str] = None,
-                  ai_cmd_alias: Optional[str] = None, ai_format: Optional[str] = None
-                  ) -> Optional[AgentCommand]:
-    """The agent command by SPEC 3's precedence, and its output format by the same one
-    (--ai-format > procedure > loop > the alias's `format` > the preset's > the CLI's own
-    flags > text); None when nothing names an agent and no preset's program is on PATH."""
-    aliases = config.data.get("ai_cmd_aliases", {})
-    procedure = config.data.get("procedures", {}).get(procedure_name, {}) if procedure_name else {}
-    chosen_format = ai_format or procedure.get("ai_format") or config.loop("ai_format")
-
-    def agent(argv: List[str], env: Dict[str, str], source: str, preset: Optional[str],
-              own_format: Optional[str]) -> AgentCommand:
-        return AgentCommand(argv=argv, env=env, source=source, preset=preset,
-                            format=chosen_format or own_format or infer_format(argv) or "text")
-
-    def from_alias(name: str, origin: str) -> AgentCommand:
-        found = alias_definition(aliases, name)
-        if found is None:
-            raise UsageError("unknown agent preset '%s' (from %s)%s" % (
-                name, origin, did_you_mean(name, list(aliases) + list(PRESET_ALIASES))
-                or "; known presets: " + ", ".join(sorted(aliases))))
-        name, command, env, own_format = found
-        return agent(_split_command(command, "ai_cmd_aliases." + name), env,
-                     "preset %s, %s" % (name, origin), name, own_format)
-
-    choices = (
-        ("cmd", ai_cmd, "--ai-cmd"),
-        ("alias", ai_cmd_alias, "--ai-cmd-alias"),
-        ("cmd", procedure.get("ai_cmd"), "procedure %s ai_cmd" % procedure_name),
-        ("alias", procedure.get("ai_cmd_alias"), "procedure %s ai_cmd_alias" % procedure_name),
-        ("cmd", config.loop("ai_cmd"), "loop.ai_cmd"),
-        ("alias", config.loop("ai_cmd_alias"), "loop.ai_cmd_alias"),
-    )
-    for kind, value, origin in choices:
-        if value is not None:  # an explicit "" on the command line is a mistake to report
-            if kind == "alias":
-                return from_alias(value, origin)
-            return agent(_split_command(value, origin), {}, "from " + origin, None, None)
-    for name in PRESETS:
-        found = alias_definition(aliases, name)
-        if found and _which(_split_command(found[1], "ai_cmd_aliases." + name)[0]):
-            return from_alias(name, "found on PATH")
-    return None
-
-
-def no_agent_error() -> RoodaError:
-    names = ", ".join(PRESETS)
-    return RoodaError("no agent found: none of the presets' programs (%s) is on PATH; install"
-                      " one, or choose with --ai-cmd-alias NAME or --ai-cmd 'COMMAND'" % names)
-
-
-def check_agent_program(agent: AgentCommand) -> None:
-    """Exit 2 before the first iteration when the agent's program cannot be started."""
-    program = agent.argv[0]
-    if os.sep in program or (os.altsep and os.altsep in program):
-        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
-            raise RoodaError("agent program '%s' not found or not executable; fix the path, or"
-                             " choose another agent with --ai-cmd / --ai-cmd-alias" % program)
-    elif _which(program) is None:
-        raise RoodaError("agent program '%s' not found on PATH; install it, or choose another"
-                         " agent with --ai-cmd / --ai-cmd-alias" % program)
-
-
-# ----------------------------------------------------------------------
-# 9. Prompt assembly
-# ----------------------------------------------------------------------
-
-def _apply_parameters(text: str, parameters: Dict[str, str], where: str) -> str:
-    """Replace the Go rooda's {{.name}} / {{ .name }} placeholders in a fragment. One
-    without a parameter is an error, and so is any other Go template action ({{range}},
-    {{if}}, ...): rooda does not run templates, and passing one to the agent as text would
-    change the prompt silently. Go's own escape, a quoted string ({{"{{"}}), is its text."""
-    import json
-    import re
-
-    if "{{" not in text:
-        return text
-
-    def substitute(match: "re.Match[str]") -> str:
-        action = match.group(0)
-        literal = re.fullmatch(r'\{\{\s*("(?:[^"\\]|\\.)*")\s*\}\}', action)
-        if literal is not None:
-            return str(json.loads(literal.group(1)))
-        placeholder = re.fullmatch(r"\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}", action)
-        if placeholder is None:
-            construct = re.match(r"\{\{-?\s*(\w*)", action)
-            raise ConfigError("the Go template action %s is not supported: rooda replaces only"
-                              " {{.name}} placeholders (write the %s out in the fragment)" % (
-                                  action[:60], "'%s'" % construct.group(1) if construct and
-                                  construct.group(1) else "construct"), where)
-        name = placeholder.group(1)
-        if name not in parameters:
-            raise ConfigError("placeholder {{.%s}} has no parameter%s" % (
-                name, did_you_mean(name, parameters)), where)
-        return parameters[name]
-
-    return re.sub(r"\{\{.*?\}\}", substitute, text, flags=re.S)
-
-
-# Fragment texts by path, with the stat signature they were read under: a prompt is
-# assembled afresh every iteration, but an unchanged file need not be read again.
-_FRAGMENT_CACHE: Dict[str, Tuple[tuple, str]] = {}
-
-
-def _read_fragment(path: str, phase: str) -> str:
-    try:
-        info = os.stat(path)
-        signature = (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino)
-    except OSError:
-        signature = None
-    cached = _FRAGMENT_CACHE.get(path)
-    if signature is not None and cached is not None and cached[0] == signature:
-        return cached[1]
-    text = read_text(path, "%s fragment" % phase)
-    if signature is not None:
-        _FRAGMENT_CACHE[path] = (signature, text)
-    return text
-
-
-def read_fragments(fragments: Sequence[dict], phase: str) -> List[str]:
-    """The texts of a phase's fragments, as they are now (files may change between
-    iterations; a changed file is read again)."""
-    texts = []
-    for fragment in fragments:
-        if "path" in fragment:
-            text = _read_fragment(fragment["path"], phase)
-            where = fragment["path"]
-        else:
-            text = fragment["content"]
-            where = "%s fragment (inline content)" % phase
-        texts.append(_apply_parameters(text, fragment.get("parameters") or {}, where).strip())
-    return texts
-
-
-def assemble_prompt(phases: Dict[str, List[str]], context: Sequence[str] = (),
-                    previous: Optional[str] = None) -> str:
-    """The prompt of SPEC 4: a title, CONTEXT and PREVIOUS ITERATION when given, the phases."""
-    parts = ["# OODA Loop Iteration"]
-    if context:
-        parts.append("## CONTEXT\n" + "\n\n".join(context))
-    if previous:
-        parts.append("## PREVIOUS ITERATION\n" + previous)
-    for phase in PHASES:
-        if phase in phases and phases[phase] == [] and any(phases.values()):
-            continue  # a phase with no fragment at all (a Go rooda config may leave one out)
-        parts.append("## %s\n%s" % (phase.upper(), "\n\n".join(t for t in phases.get(phase, ()) if t)))
-    return "\n\n".join(parts) + "\n"
-
-
-def describe_previous(iteration: int, outcome: str, exit_code: int, tail: bytes,
-                      source: str, signals: Sequence[str]) -> str:
-    """The PREVIOUS ITERATION section's text for a failed iteration.
-
-    The quoted output has its signal strings replaced by a mention, so that an agent
-    that echoes the section back does not repeat the previous iteration's claim.
-    """
-    text = tail[-FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace")
-    for marker in signals:
-        text = text.replace(marker, "[signal %s]" % marker.replace("<", "").replace(">", " ").split()[-1])
-    text = text.strip("\n")
-    head = "Iteration %d ended in %s (exit code %d)." % (iteration, outcome, exit_code)
-    if not text.strip():
-        return head + " It printed nothing."
-    return "%s The last %s of %s output:\n\n%s" % (
-        head, "%d bytes" % len(text.encode("utf-8")), source, text)
-
-
-# ----------------------------------------------------------------------
-# 10. Signal scanning
-# ----------------------------------------------------------------------
-# Promise signals are found in the agent's output as bytes, across read boundaries,
-# with the echo guard of SPEC 5 and bounded memory, whatever the agent prints.
-
-class _StreamLines:
-    """The scanner's state for one stream: the open line (or its tail) and its signals."""
-
-    __slots__ = ("line", "overflow", "pending")
-
-    def __init__(self) -> None:
-        self.line = b""          # bytes since the last newline (only the seam when overflowed)
-        self.overflow = False    # the open line is longer than any line the guard compares
-        self.pending: set = set()  # signal kinds seen in the open line
-
-
-def signal_markers(signals: Mapping[str, Sequence[str]]) -> List[str]:
-    """Every promise marker of a plan's signals, success and failure alike."""
-    return [marker for markers in signals.values() for marker in markers]
-
-
-class SignalScanner:
-    """Finds promise signals in an agent's output, as bytes, across read boundaries.
-
-    Echo guard (SPEC 5): a line (split on newline, surrounding blanks stripped) that
-    contains a signal does not count when the same line appears in the prompt and is
-    longer than the bare signal; a line that is only the signal always counts. Memory
-    is bounded: of an open line only as much is kept as the guard can compare.
-    """
-
-    def __init__(self, signals: Dict[str, Sequence[str]], prompt: str) -> None:
-        self.markers: List[Tuple[bytes, str]] = []
-        for kind, strings in signals.items():
-            for marker in strings:
-                self.markers.append((marker.encode("utf-8"), kind))
-        self.bare = {marker for marker, _ in self.markers}
-        key = (prompt, tuple(self.markers))
-        cached = SignalScanner._last_echoes
-        if cached is not None and cached[0] == key:
-            self.echoes = cached[1]  # the same prompt as the last iteration
-        else:
-            self.echoes = self._prompt_echoes(prompt)
-            SignalScanner._last_echoes = (key, self.echoes)
-        self.first_bytes = {marker[:1] for marker in self.bare}
-        longest = max((len(m) for m in self.bare), default=1)
-        self.seam = longest - 1
-        # An open line longer than this cannot equal a prompt line (padding aside).
-        self.cap = max([len(line) for line in self.echoes] + [longest]) + 256
-        self.found: set = set()
-        self.streams: Dict[str, _StreamLines] = {}
-
-    # The echo lines of the last prompt seen: most iterations' prompts are identical.
-    _last_echoes: Optional[Tuple[tuple, frozenset]] = None
-
-    def _prompt_echoes(self, prompt: str) -> frozenset:
-        """The prompt's lines (stripped) that hold a signal and are more than the signal."""
-        echoes = set()
-        text = prompt.encode("utf-8")
-        for marker in self.bare:  # only the prompt lines that hold a signal matter
-            position = text.find(marker)
-            while position >= 0:
-                # Slice out only this line: linear in the prompt, however many lines quote it.
-                end = text.find(b"\n", position)
-                end = len(text) if end < 0 else end
-                line = text[text.rfind(b"\n", 0, position) + 1:end].strip()
-                if line not in self.bare:
-                    echoes.add(line)
-                position = text.find(marker, max(position + len(marker), end))
-        return frozenset(echoes)
-
-    def feed(self, stream: str, chunk: bytes) -> None:
-        state = self.streams.get(stream)
-        if state is None:
-            state = self.streams[stream] = _StreamLines()
-        if not state.pending and not self._may_hold_signal(state.line, chunk):
-            # Fast path, almost every chunk: keep only the open line's start.
-            newline = chunk.rfind(b"\n")
-            if newline >= 0:
-                state.line, state.overflow = chunk[newline + 1:], False
-            else:
-                state.line += chunk
-            self._cap(state)
-            return
-        parts = (state.line + chunk).split(b"\n")
-        for index, part in enumerate(parts):
-            kinds = self._kinds_in(part)
-            overflow = False
-            if index == 0:
-                kinds |= state.pending
-                overflow = state.overflow
-            if index < len(parts) - 1:
-                if kinds:
-                    self._judge(part, kinds, overflow)
-            else:
-                state.line, state.overflow, state.pending = part, overflow, kinds
-                self._cap(state)
-
-    def finish(self) -> frozenset:
-        """Judge the lines left open at end of output; the signal kinds found."""
-        for state in self.streams.values():
-            if state.pending:
-                self._judge(state.line, state.pending, state.overflow)
-            state.line, state.pending = b"", set()
-        return frozenset(self.found)
-
-    def _may_hold_signal(self, line: bytes, chunk: bytes) -> bool:
-        if self.seam and line:  # a signal split across the previous read and this one
-            seam = line[-self.seam:] + chunk[:self.seam]
-            for marker, _ in self.markers:
-                if marker in seam:
-                    return True
-        # A one-byte search is a memchr, several times faster than a marker search:
-        # most chunks hold none of the markers' first bytes and are done here.
-        for first in self.first_bytes:
-            if first in chunk:
-                break
-        else:
-            return False
-        for marker, _ in self.markers:
-            if marker in chunk:
-                return True
-        return False
-
-    def _kinds_in(self, text: bytes) -> set:
-        return {kind for marker, kind in self.markers if marker in text}
-
-    def _cap(self, state: _StreamLines) -> None:
-        if len(state.line) > self.cap:
-            state.line = state.line[-self.seam:] if self.seam else b""
-            state.overflow = True
-
-    def _judge(self, line: bytes, kinds: set, overflow: bool) -> None:
-        if not overflow:
-            stripped = line.strip()
-            if stripped not in self.bare and stripped in self.echoes:
-                return  # the agent quoted its prompt
-        self.found |= kinds
-
-
-# ----------------------------------------------------------------------
-# 11. Agent output formats
-# ----------------------------------------------------------------------
-# Most agent CLIs can print JSON lines instead of text (SPEC 12). One decoder per
-# format turns one decoded JSON object into rooda's own events; the loop, the signal
-# scanner, the renderer, the logs and the counters see only events, so a new CLI is
-# one decoder and one row of AGENT_OUTPUT_FORMATS. Events are tuples, the first item
-# their kind (cheap to make: a busy agent emits thousands):
-#   (EV_TEXT, text, delta)                 assistant text (delta: a chunk of a longer one)
-#   (EV_TOOL, name, detail)                a tool call and its most telling argument
-#   (EV_TOOL_RESULT, size, failed, first_line, exit_code)
-#   (EV_USAGE, {field: value}, additive)   usage figures (additive: sum them over the run)
-#   (EV_LIMIT, kind, message, resets_at)   a provider usage or rate limit (epoch or None)
-#   (EV_ERROR, message, status, category)  an error the CLI reports (HTTP status, its word)
-#   (EV_NOTICE, message)                   retries and warnings: shown, never a failure
-#   (EV_RESULT, ok, text)                  the run-ending event, with the final text
-# A decoder returns None for an object that is not an event of its format.
-
 EV_TEXT, EV_TOOL, EV_TOOL_RESULT, EV_USAGE = "text", "tool", "tool_result", "usage"
 EV_LIMIT, EV_ERROR, EV_NOTICE, EV_RESULT = "limit", "error", "notice", "result"
-
 # The usage figures rooda keeps (SPEC 8 `usage`), each None until the agent reports it.
 USAGE_FIELDS = ("model", "input_tokens", "output_tokens", "cache_read_tokens",
                 "cache_write_tokens", "cost_usd", "turns", "tool_calls")
 # Tool arguments that say most about a call, in the order they are looked for.
 _TELLING_ARGUMENTS = ("command", "cmd", "file_path", "filePath", "path", "absolute_path",
                       "notebook_path", "pattern", "url", "query", "description", "prompt")
-
-
-def _one_line(text: object, limit: int = 160) -> str:
-    """The first non-blank line of a text, cut to `limit` characters, its control
-    characters blanked (an escape sequence in a tool's argument must not reach the
-    terminal)."""
-    if not isinstance(text, str):
-        return ""
-    for line in text.splitlines():
-        if line.strip():
-            line = "".join(c if c.isprintable() else " " for c in line.strip()[:limit])
-            return line if len(line) < limit else line[:limit - 1] + "…"
-    return ""
 
 
 def _tool_detail(arguments: object) -> str:
@@ -2325,31 +1121,12 @@ def _unwrap_shell(command: object) -> str:
     return _one_line(" ".join(argv))
 
 
-def _mapping(value: object) -> dict:
-    """A decoded JSON value as a mapping ({} when it is something else): CLIs change
-    their events, and a decoder must never fail on a field of an unexpected type."""
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list:
-    return value if isinstance(value, list) else []
-
-
 def _status_in(message: object) -> Optional[int]:
     """The HTTP status an error message names (`401`, `(429)`, `status: 429`), if any."""
-    import re
-
     if not isinstance(message, str):
         return None
     match = re.search(r"(?<![\d.:])(4\d\d|5\d\d)(?![\d.:])", message)
     return int(match.group(1)) if match else None
-
-
-def _number(value: object) -> Optional[float]:
-    """A finite JSON number, else None (JSON parsers accept 1e999, which is infinite)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return value if value == value and abs(value) != float("inf") else None
 
 
 def _text_of(content: object) -> str:
@@ -2653,14 +1430,1157 @@ AGENT_OUTPUT_FORMATS = {
     "copilot": AgentFormat(name="copilot", decode=decode_copilot, skim=None, reports_cost=False),
     "opencode": AgentFormat(name="opencode", decode=decode_opencode, skim=None, reports_cost=True),
 }
+# The structured-output flags of the CLIs (SPEC 9): a command of one's own that passes
+# them is read in that format, as its preset would be. (program, flag, value) -> format.
+_FORMAT_FLAGS = (
+    ("claude", "--output-format", "stream-json", "claude"),
+    ("qwen", "-o", "stream-json", "claude"), ("qwen", "--output-format", "stream-json", "claude"),
+    ("amp", "--stream-json", None, "claude"),
+    ("codex", "--json", None, "codex"),
+    ("gemini", "-o", "stream-json", "gemini"), ("gemini", "--output-format", "stream-json", "gemini"),
+    ("copilot", "--output-format", "json", "copilot"),
+    ("opencode", "--format", "json", "opencode"),
+)
+
+
+def infer_format(argv: Sequence[str]) -> Optional[str]:
+    """The format a known CLI's own flags ask for (`claude ... --output-format
+    stream-json` is `claude`), or None."""
+    program = os.path.basename(argv[0]) if argv else ""
+    for name, flag, value, agent_format in _FORMAT_FLAGS:
+        if program != name:
+            continue
+        for index, part in enumerate(argv):
+            if value is None and part == flag:
+                return agent_format
+            if part == "%s=%s" % (flag, value) or (part == flag and argv[index + 1:index + 2] == [value]):
+                return agent_format
+    return None
+
+
+class AgentCommand(Record):
+    """The agent to run: its command (a template with {prompt_file} / {prompt}), its
+    environment, where it came from, and how its output is read (SPEC 12)."""
+
+    argv: List[str]
+    env: Dict[str, str]
+    source: str
+    preset: Optional[str]
+    format: str
+
+    __slots__ = ("argv", "env", "source", "preset", "format")
+
+    def display(self) -> str:
+        import shlex
+
+        return " ".join(shlex.quote(part) if part not in (PROMPT_FILE_TOKEN, PROMPT_TOKEN)
+                        else part for part in self.argv)
+
+
+def _split_command(command: str, origin: str) -> List[str]:
+    import shlex
+
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise ConfigError("cannot parse the agent command from %s: %s" % (origin, exc)) from None
+    if not argv:
+        raise ConfigError("the agent command from %s is empty" % origin)
+    return argv
+
+
+def _which(program: str) -> Optional[str]:
+    import shutil
+
+    return shutil.which(program)
 
 
 # ----------------------------------------------------------------------
-# 12. Signals and process groups
+# 6. Settings
 # ----------------------------------------------------------------------
-# Handlers only record; the loop acts. The agent runs in its own session, its group is
-# terminated (TERM, grace, KILL), and on Linux rooda is a child subreaper so that
-# descendants that escaped the group are found and terminated too.
+# The schema of SPEC 3, checked once after the tiers are merged. Validators return an
+# error message, or None when the value is acceptable.
+
+# Tier 1, "built-in": the loop settings (SPEC 3). Every other tier overrides these.
+BUILTIN_LOOP: Dict[str, Any] = {
+    "default_max_iterations": DEFAULT_MAX_ITERATIONS,
+    "iteration_mode": "max-iterations",
+    "failure_threshold": 3,
+    "iteration_timeout": None,
+    "idle_timeout": None,
+    "max_time": None,
+    "delay": 0,
+    "backoff": 1,
+    "kill_grace": 5,
+    "gate_timeout": 600,
+    "ai_cmd": None,
+    "ai_cmd_alias": None,
+    "env": {},
+    "show_ai_output": False,
+    "feedback": True,
+    "log_dir": "logs",
+    "max_output_buffer": 65536,
+    "log_level": "info",
+    "log_timestamp_format": "time",
+    "signals": {
+        "success": ["<promise>SUCCESS</promise>"],
+        "failure": ["<promise>FAILURE</promise>"],
+    },
+    "ai_format": None,              # null: the preset's format, else text (SPEC 12)
+    "max_cost": None,               # USD for the whole run, from the agent's reported cost
+    "on_limit": "wait",             # at a provider usage limit: wait it out, or stop (SPEC 13)
+    "limit_wait": 43200,            # seconds one limit may be waited out before stopping
+    "heartbeat": 300,               # seconds between "still running" lines off a terminal; 0 off
+    # Gates for every procedure (a procedure's own value wins) and for `prompt <file>`.
+    "verify": None,
+    "done_when": None,
+    "stuck": None,
+    "git": None,
+}
+
+
+def _v_int(minimum: int) -> Callable[[object], Optional[str]]:
+    def check(value: object) -> Optional[str]:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "must be a whole number >= %d, not %s" % (minimum, _type_name(value))
+        if value < minimum:
+            return "must be >= %d, got %d" % (minimum, value)
+        return None
+    return check
+
+
+def _v_seconds(minimum_exclusive: bool = True, nullable: bool = True) -> Callable[[object], Optional[str]]:
+    def check(value: object) -> Optional[str]:
+        if value is None and nullable:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "must be a number of seconds, not %s" % _type_name(value)
+        if value != value or value == float("inf"):
+            return "must be a finite number of seconds"
+        if value < 0 or (minimum_exclusive and value == 0):
+            return "must be %s 0" % (">" if minimum_exclusive else ">=")
+        return None
+    return check
+
+
+def _v_dollars(value: object) -> Optional[str]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+            or value in (float("inf"), float("-inf")):
+        return "must be an amount in US dollars, not %s" % _type_name(value)
+    return None if value > 0 else "must be > 0 (US dollars)"
+
+
+def _v_number(minimum: float) -> Callable[[object], Optional[str]]:
+    def check(value: object) -> Optional[str]:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            return "must be a number, not %s" % _type_name(value)
+        if value < minimum:
+            return "must be >= %g" % minimum
+        return None
+    return check
+
+
+def _v_bool(value: object) -> Optional[str]:
+    return None if isinstance(value, bool) else "must be true or false, not %s" % _type_name(value)
+
+
+def _v_str(value: object) -> Optional[str]:
+    return None if isinstance(value, str) else "must be a string, not %s" % _type_name(value)
+
+
+def _v_optional_str(value: object) -> Optional[str]:
+    return None if value is None else _v_str(value)
+
+
+def _v_command(value: object) -> Optional[str]:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        return "must be a non-empty command string"
+    return None
+
+
+def _v_enum(*choices: str) -> Callable[[object], Optional[str]]:
+    def check(value: object) -> Optional[str]:
+        if value in choices:
+            return None
+        hint = did_you_mean(value, choices) if isinstance(value, str) else ""
+        return "must be one of %s, not %r%s" % (", ".join(choices), value, hint)
+    return check
+
+
+def _v_env(value: object) -> Optional[str]:
+    if not isinstance(value, dict):
+        return "must be a mapping of variable names to strings, not %s" % _type_name(value)
+    for name, setting in value.items():
+        if not name or "=" in name:
+            return "has an invalid variable name %r" % name
+        if not isinstance(setting, (str, int, float, bool)):
+            return "variable %s must be a string, not %s" % (name, _type_name(setting))
+    return None
+
+
+def _v_mapping(example: str, fields: Dict[str, Callable[[object], Optional[str]]]
+               ) -> Callable[[object], Optional[str]]:
+    """A mapping with known keys, each checked by its own validator."""
+    def check(value: object) -> Optional[str]:
+        if not isinstance(value, dict):
+            return "must be a mapping like %s" % example
+        for key, setting in value.items():
+            if key not in fields:
+                return "has an unknown key '%s'%s" % (key, did_you_mean(key, fields))
+            problem = fields[key](setting)
+            if problem:
+                return "%s %s" % (key, problem)
+        return None
+    return check
+
+
+def _v_strings(value: object) -> Optional[str]:
+    if not isinstance(value, list) or not value or not all(
+            isinstance(s, str) and s.strip() for s in value):
+        return "must be a non-empty list of non-empty strings"
+    return None
+
+
+def _v_paths(value: object) -> Optional[str]:
+    if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+        return "must be a list of paths"
+    return None
+
+
+def _v_optional(check: Callable[[object], Optional[str]]) -> Callable[[object], Optional[str]]:
+    """null is always fine (it unsets the key); anything else must pass `check`."""
+    return lambda value: None if value is None else check(value)
+
+
+_V_STUCK = _v_optional(_v_mapping("{same_error: 3, no_change: 2}",
+                                  {"same_error": _v_int(1), "no_change": _v_int(1)}))
+_V_GIT = _v_optional(_v_mapping("{commit: true, push: false, message: '...'}",
+                                {"commit": _v_bool, "push": _v_bool, "message": _v_str}))
+LOOP_SCHEMA = {
+    "default_max_iterations": _v_int(1),
+    "iteration_mode": _v_enum("max-iterations", "unlimited"),
+    "failure_threshold": _v_int(1),
+    "iteration_timeout": _v_seconds(),
+    "idle_timeout": _v_seconds(),
+    "max_time": _v_seconds(),
+    "delay": _v_seconds(minimum_exclusive=False, nullable=False),
+    "backoff": _v_number(1),
+    "kill_grace": _v_seconds(minimum_exclusive=False, nullable=False),
+    "gate_timeout": _v_seconds(nullable=False),
+    "ai_cmd": _v_command,
+    "ai_cmd_alias": _v_optional_str,
+    "env": _v_env,
+    "show_ai_output": _v_bool,
+    "feedback": _v_bool,
+    "log_dir": _v_str,
+    "max_output_buffer": _v_int(MIN_OUTPUT_BUFFER),
+    "log_level": _v_enum("debug", "info", "warn", "error"),
+    "log_timestamp_format": _v_str,
+    "signals": _v_mapping("{success: [...], failure: [...]}",
+                          {"success": _v_strings, "failure": _v_strings}),
+    "ai_format": _v_optional(_v_enum(*AGENT_FORMATS)),
+    "max_cost": _v_dollars,
+    "on_limit": _v_enum("wait", "stop"),
+    "limit_wait": _v_seconds(nullable=False),
+    "heartbeat": _v_seconds(minimum_exclusive=False, nullable=False),
+    "verify": _v_command,
+    "done_when": _v_command,
+    "stuck": _V_STUCK,
+    "git": _V_GIT,
+}
+PROCEDURE_SCHEMA = {
+    "display": _v_str,
+    "summary": _v_str,
+    "description": _v_str,
+    "default_max_iterations": _v_int(1),
+    "iteration_mode": _v_enum("max-iterations", "unlimited"),
+    "iteration_timeout": _v_seconds(),
+    "idle_timeout": _v_seconds(),
+    "failure_threshold": _v_int(1),
+    "max_time": _v_seconds(),
+    "ai_cmd": _v_command,
+    "ai_cmd_alias": _v_optional_str,
+    "env": _v_env,
+    "requires": _v_paths,
+    "requires_hint": _v_str,
+    "verify": _v_command,
+    "done_when": _v_command,
+    "stuck": _V_STUCK,
+    "git": _V_GIT,
+    "ai_format": LOOP_SCHEMA["ai_format"],
+    "max_cost": _v_dollars,
+    "max_output_buffer": _v_int(MIN_OUTPUT_BUFFER),
+}
+_V_ALIAS_MAPPING = _v_mapping("{command: '...', format: claude, env: {...}}", {
+    "command": _v_command, "format": _v_enum(*AGENT_FORMATS), "env": _v_env})
+
+
+def _v_alias(value: object) -> Optional[str]:
+    """An agent alias: a command string, or {command, format, env} (jomadu/ralph's form)."""
+    if isinstance(value, dict):
+        if not value.get("command"):
+            return "needs a 'command' (a mapping like {command: '...', format: claude, env: {...}})"
+        return _V_ALIAS_MAPPING(value)
+    return _v_command(value) if value is not None else None
+
+
+# ----------------------------------------------------------------------
+# 7. Configuration
+# ----------------------------------------------------------------------
+# Tiers, lowest first (SPEC 3): built-in -> shipped (rooda-config.json beside rooda.py)
+# -> global -> workspace (./rooda-config.* or --config) -> env (ROODA_LOOP_*) -> flag (the
+# command line, applied when a run is planned). Mappings are deep-merged key by key,
+# lists replaced, null unsets (the key falls back to its built-in default). Relative
+# paths are resolved against the file that names them before merging, so where a value
+# came from never changes its meaning; provenance is kept per key for `config` and for
+# error messages. A procedure's phases name fragments: a file, inline `content`, or a
+# `builtin:` path (a shipped prompt, or a Go rooda built-in name mapped onto the shipped
+# fragment that does the same job), resolved once, when their layer is read.
+
+def dotted(key_path: Sequence[object]) -> str:
+    """('procedures', 'build', 'observe', 1) -> procedures.build.observe[1]"""
+    text = ""
+    for part in key_path:
+        text += "[%d]" % part if isinstance(part, int) else ("." if text else "") + str(part)
+    return text
+
+
+def validate_config(data: dict, report: Callable[[tuple, str], None]) -> None:
+    """Check the merged data against the schema; report(key_path, message) per problem."""
+    sections = ("loop", "ai_cmd_aliases", "procedures")
+    for key in data:
+        if key not in sections:
+            report((key,), "unknown key%s" % did_you_mean(key, sections))
+    for key in sections:
+        if key in data and not isinstance(data[key], dict):
+            report((key,), "must be a mapping, not %s" % _type_name(data[key]))
+    loop: dict = data["loop"] if isinstance(data.get("loop"), dict) else {}
+    for key, value in loop.items():
+        check = LOOP_SCHEMA.get(key)
+        if check is None:
+            report(("loop", key), "unknown key%s" % did_you_mean(key, LOOP_SCHEMA))
+        else:
+            problem = check(value)
+            if problem:
+                report(("loop", key), problem)
+    aliases: dict = data["ai_cmd_aliases"] if isinstance(data.get("ai_cmd_aliases"), dict) else {}
+    for name, command in aliases.items():
+        problem = _v_alias(command)
+        if problem:
+            report(("ai_cmd_aliases", name), problem)
+    procedures: dict = data["procedures"] if isinstance(data.get("procedures"), dict) else {}
+    for name, procedure in procedures.items():
+        where = ("procedures", name)
+        if name in RESERVED_WORDS:
+            report(where, "'%s' is a command and cannot name a procedure" % name)
+        if not isinstance(procedure, dict):
+            report(where, "must be a mapping, not %s" % _type_name(procedure))
+            continue
+        for key, value in procedure.items():
+            if key in PHASES:
+                continue  # checked when the file's fragment paths were resolved
+            check = PROCEDURE_SCHEMA.get(key)
+            if check is None:
+                report(where + (key,), "unknown key%s" % did_you_mean(
+                    key, list(PROCEDURE_SCHEMA) + list(PHASES)))
+            else:
+                problem = check(value)
+                if problem:
+                    report(where + (key,), problem)
+        # A phase may be empty or absent (the Go rooda allows it), the procedure not.
+        if not any(procedure.get(phase) for phase in PHASES):
+            report(where, "has no fragment in any phase; give observe, orient, decide or act at"
+                   " least one")
+
+
+# The Go rooda's built-in fragments -- `builtin:fragments/<phase>/<name>.md`, the 57 names
+# its 16 built-in procedures use -- and the shipped fragment (prompts/<phase>/) that does
+# the same job. Several names may share one fragment; a phase lists it once. The table is
+# printed in the README ("Configs written for the Go rooda").
+GO_BUILTIN_FRAGMENTS = {
+    "observe": {
+        "study_agents_md": "agents-md", "scan_repo_structure": "repository",
+        "detect_build_system": "repository", "detect_work_tracking": "tracker",
+        "query_work_tracking": "tracker", "study_specs": "specs", "study_impl": "code",
+        "study_task_details": "plan", "study_draft_plan": "plan", "study_task_input": "request",
+        "run_tests": "checks", "run_lints": "checks", "verify_commands": "checks",
+    },
+    "orient": {
+        "compare_detected_vs_documented": "agents-drift", "compare_documented_vs_actual": "agents-drift",
+        "identify_drift": "agents-drift", "evaluate_against_quality_criteria": "quality-criteria",
+        "understand_task_requirements": "task", "understand_feature_requirements": "feature",
+        "understand_bug_root_cause": "fix", "search_codebase": "affected",
+        "identify_affected_files": "affected", "identify_affected_specs": "affected",
+        "identify_affected_code": "affected", "identify_spec_deficiencies": "spec-quality",
+        "parse_plan_tasks": "plan-vs-tracker", "map_to_work_tracking_format": "plan-vs-tracker",
+        "identify_specified_but_not_implemented": "spec-to-impl",
+        "identify_implemented_but_not_specified": "impl-to-spec",
+        "identify_structural_issues": "refactor", "identify_duplication": "refactor",
+        "identify_code_smells": "impl-quality", "identify_complexity_issues": "impl-quality",
+        "identify_maintenance_needs": "chore", "understand_chore_request": "chore",
+        "understand_refactor_request": "refactor",
+    },
+    "decide": {
+        "determine_sections_to_update": "agents-sync", "decide_signal": "signal",
+        "pick_task": "task", "plan_implementation_approach": "impl-changes",
+        "break_down_into_tasks": "plan", "prioritize_tasks": "plan", "prioritize_findings": "findings",
+        "prioritize_gaps_by_impact": "findings", "identify_issues": "findings",
+        "categorize_drift_severity": "findings", "determine_import_strategy": "publish",
+    },
+    "act": {
+        "write_agents_md": "write-agents-md", "commit_changes": "commit", "emit_signal": "signals",
+        "modify_files": "implement", "run_tests": "implement", "update_work_tracking": "implement",
+        "create_work_items": "publish-plan", "update_draft_plan_status": "publish-plan",
+        "write_audit_report": "write-report", "write_gap_report": "write-report",
+        "write_draft_plan": "write-draft-plan",
+    },
+}
+# What a Go name's fragment needs that the Go config cannot say.
+GO_FRAGMENT_PARAMETERS = {
+    "write-report": {"report": "that AGENTS.md names for audit reports (else audits/report.md)"},
+}
+
+
+def _resolve_builtin(target: str) -> Tuple[str, Optional[Dict[str, str]], bool]:
+    """A `builtin:` path as (file, default parameters, whether it is a Go built-in name):
+    `builtin:prompts/act/signals.md` is the shipped file itself; `builtin:fragments/<phase>/
+    <name>.md` a Go rooda name from GO_BUILTIN_FRAGMENTS (or a shipped file so named).
+    A name neither knows is a ValueError that proposes the nearest one."""
+    name = target[len("builtin:"):].lstrip("/")
+    if name.startswith("prompts/"):
+        return os.path.join(ROODA_DIR, "prompts", name[len("prompts/"):]), None, False
+    rest = name[len("fragments/"):] if name.startswith("fragments/") else name
+    phase, _, file_name = rest.partition("/")
+    stem = file_name[:-3] if file_name.endswith(".md") else file_name
+    table = GO_BUILTIN_FRAGMENTS.get(phase, {})
+    if stem in table:
+        shipped = table[stem]
+        parameters = GO_FRAGMENT_PARAMETERS.get(shipped)
+        return os.path.join(ROODA_DIR, "prompts", phase, shipped + ".md"), \
+            dict(parameters) if parameters else None, True
+    own = os.path.join(ROODA_DIR, "prompts", rest)
+    if os.path.isfile(own):
+        return own, None, False
+    if phase not in PHASES:
+        raise ValueError("%s: no such built-in fragment (they are builtin:fragments/<phase>/<name>.md"
+                         " with a phase of %s)" % (target, ", ".join(PHASES)))
+    shipped_names = [f[:-3] for f in sorted(os.listdir(os.path.join(ROODA_DIR, "prompts", phase)))
+                     if f.endswith(".md")] if os.path.isdir(os.path.join(ROODA_DIR, "prompts", phase)) else []
+    near = closest(stem, list(table) + shipped_names)
+    raise ValueError("%s: no such built-in fragment%s" % (
+        target, "; did you mean 'builtin:fragments/%s/%s.md'?" % (phase, near) if near else ""))
+
+
+def _parameter_text(value: object) -> str:
+    """A fragment parameter as the text that replaces {{.name}}; a list is comma-joined."""
+    if isinstance(value, list):
+        return ", ".join(_scalar_text(item) for item in value)
+    return _scalar_text(value)
+
+
+def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callable) -> object:
+    """A phase value in its canonical form: a list of {path} / {content} fragments.
+
+    Accepts a bare path (the Go rooda's v0.1 form), a list of paths, and a list of
+    {path, parameters} / {content} items; an empty list is an empty phase. Relative
+    paths resolve against `base`, the directory of the file that names them; `builtin:`
+    names resolve to prompts/ beside rooda.py, Go rooda names through its table (a
+    shipped fragment that two Go names share is listed once).
+    """
+    items = value if isinstance(value, list) else [value]
+    fragments: List[dict] = []
+    for index, item in enumerate(items):
+        where = key_path + (index,) if isinstance(value, list) else key_path
+        if isinstance(item, str):
+            item = {"path": item}
+        if not isinstance(item, dict):
+            report(where, "must be a path or a mapping with 'path' or 'content', not %s"
+                   % _type_name(item))
+            continue
+        for key in item:
+            if key not in ("path", "content", "parameters"):
+                report(where + (key,), "unknown key%s" % did_you_mean(
+                    key, ("path", "content", "parameters")))
+        if ("path" in item) == ("content" in item):
+            report(where, "needs exactly one of 'path' and 'content'")
+            continue
+        fragment: dict = {}
+        defaults = None
+        if "path" in item:
+            target = item["path"]
+            if not isinstance(target, str) or not target.strip():
+                report(where + ("path",), "must be a non-empty string")
+                continue
+            if target.startswith("builtin:"):
+                try:
+                    path, defaults, from_go = _resolve_builtin(target)
+                except ValueError as exc:
+                    report(where + ("path",), str(exc))
+                    fragments.append({"path": target})  # reported: the phase is not "empty"
+                    continue
+                if from_go and any(f.get("path") == path for f in fragments):
+                    continue  # two Go names, one shipped fragment: it is said once
+            else:
+                path = os.path.normpath(os.path.join(base, os.path.expanduser(target)))
+            fragment["path"] = path
+        else:
+            if not isinstance(item["content"], str):
+                report(where + ("content",), "must be a string, not %s" % _type_name(item["content"]))
+                continue
+            fragment["content"] = item["content"]
+        parameters = item.get("parameters")
+        if parameters is not None:
+            if not isinstance(parameters, dict) or not all(
+                    isinstance(v, (str, int, float, bool, list)) for v in parameters.values()):
+                report(where + ("parameters",), "must be a mapping of names to values")
+                continue
+            defaults = dict(defaults or {})
+            defaults.update({str(k): _parameter_text(v) for k, v in parameters.items()})
+        if defaults:
+            fragment["parameters"] = defaults
+        fragments.append(fragment)
+    return fragments
+
+
+TIER_BUILTIN = "built-in"
+TIER_SHIPPED = "shipped"
+TIER_GLOBAL = "global"
+TIER_WORKSPACE = "workspace"
+TIER_ENV = "env"
+TIER_FLAG = "flag"
+# Prefix of the environment variables of the env tier.
+ENV_PREFIX = "ROODA_LOOP_"
+
+
+class Config(Record):
+    """The merged configuration.
+
+    `provenance` maps key paths (tuples) to (tier, file, line, column) of the value in
+    force; `sources` keeps each file's lines for carets; `files` lists (tier, file).
+    """
+
+    data: dict
+    provenance: Dict[tuple, Tuple[str, Optional[str], Optional[int], Optional[int]]]
+    sources: Dict[str, List[str]]
+    files: List[Tuple[str, str]]
+    warnings: List[str]             # `file:line:col: warning: ...` (the Go rooda's old keys)
+
+    __slots__ = ("data", "provenance", "sources", "files", "warnings")
+
+    def loop(self, key: str) -> Any:
+        """A loop setting, falling back to the built-in default when a tier unset it."""
+        return self.data.get("loop", {}).get(key, BUILTIN_LOOP.get(key))
+
+    def procedure(self, name: str) -> dict:
+        """A procedure's settings, or a UsageError that proposes the closest name."""
+        procedures = self.data.get("procedures", {})
+        if name not in procedures:
+            hint = did_you_mean(name, procedures)
+            if not hint and procedures:
+                hint = " (see 'python3 rooda.py list')"
+            raise UsageError("unknown procedure '%s'%s" % (name, hint))
+        return procedures[name]
+
+    def origin(self, key_path: tuple) -> Tuple[str, Optional[str], Optional[int], Optional[int]]:
+        """(tier, file, line, col) of a key, or of its nearest ancestor that has one."""
+        path = tuple(key_path)
+        while path:
+            if path in self.provenance:
+                return self.provenance[path]
+            path = path[:-1]
+        return (TIER_BUILTIN, None, None, None)
+
+    def where(self, key_path: tuple) -> Tuple[str, Optional[str]]:
+        """(tier, `file:line`) of a key's value, for people."""
+        tier, path, line, _ = self.origin(key_path)
+        return tier, ("%s:%d" % (path, line) if path and line else path)
+
+    def problem(self, key_path: tuple, message: str) -> tuple:
+        """A ConfigError problem located at the key: `file:line:col: key.path: message`."""
+        tier, path, line, col = self.origin(key_path)
+        lines = self.sources.get(path) if path else None
+        source = lines[line - 1] if lines and line and line <= len(lines) else None
+        return (path or "<%s>" % tier, line, col, "%s: %s" % (dotted(key_path), message), source)
+
+
+def _json_positions(text: str) -> Dict[tuple, Tuple[int, int]]:
+    """(line, col) of every key and list item of a valid JSON text, by key path."""
+    import bisect
+    starts = [0] + [match.end() for match in re.finditer("\n", text)]
+    positions: Dict[tuple, Tuple[int, int]] = {}
+    stack: List[list] = []  # [kind, path, current key or index, expecting a key]
+
+    def where(offset: int) -> Tuple[int, int]:
+        line = bisect.bisect_right(starts, offset)
+        return line, offset - starts[line - 1] + 1
+
+    def child_path() -> tuple:
+        if not stack:
+            return ()
+        kind, path, current, _ = stack[-1]
+        return path + (current,)
+
+    for match in re.finditer(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+', text):
+        token = match.group()
+        top: list = stack[-1] if stack else []
+        if top and top[0] == "array" and token not in ("]", ","):
+            positions[top[1] + (top[2],)] = where(match.start())
+        if token in ("{", "["):
+            stack.append(["object" if token == "{" else "array", child_path(),
+                          0 if token == "[" else None, True])
+        elif token in ("}", "]"):
+            stack.pop()
+        elif token == ",":
+            if top[0] == "object":
+                top[3] = True
+            else:
+                top[2] += 1
+        elif token == ":":
+            top[3] = False
+        elif top and top[0] == "object" and top[3] and token.startswith('"'):
+            top[2] = json.loads(token)
+            positions[top[1] + (top[2],)] = where(match.start())
+    return positions
+
+
+def parse_config_text(text: str, shown: str, is_yaml: bool
+                      ) -> Tuple[dict, Dict[tuple, Tuple[int, int]], List[str]]:
+    """Config text (JSON, or the YAML subset) as a mapping, its key positions and lines."""
+    lines = text.splitlines()
+    if is_yaml:
+        parser = YamlSubsetParser(text, shown)
+        data = parser.parse()
+        positions = parser.positions
+    else:
+        def reject_duplicates(pairs: List[Tuple[str, object]]) -> dict:
+            result: dict = {}
+            for key, value in pairs:
+                if key in result:
+                    raise ConfigError("duplicate key '%s'" % key, shown)
+                result[key] = value
+            return result
+
+        try:
+            data = json.loads(text, object_pairs_hook=reject_duplicates) if text.strip() else None
+        except json.JSONDecodeError as exc:
+            source = lines[exc.lineno - 1] if exc.lineno <= len(lines) else ""
+            message = exc.msg[0].lower() + exc.msg[1:]
+            raise ConfigError(message, shown, exc.lineno, exc.colno, source) from None
+        except RecursionError:
+            raise ConfigError("nested too deeply", shown) from None
+        positions = _json_positions(text)
+    if data is None:
+        data = {}  # an empty file configures nothing
+    if not isinstance(data, dict):
+        raise ConfigError("the top level must be a mapping, not %s" % _type_name(data), shown,
+                          1, 1, lines[0] if lines else None)
+    return data, positions, lines
+
+
+def read_config_file(path: str, shown: str) -> Tuple[dict, Dict[tuple, Tuple[int, int]], List[str]]:
+    """A config file's data, the positions of its keys, and its lines (for carets)."""
+    try:
+        with open(path, "rb") as stream:
+            raw = stream.read()
+    except OSError as exc:
+        raise ConfigError("cannot read config file: %s" % (exc.strerror or exc), shown) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError("not valid UTF-8 (byte 0x%02x)" % raw[exc.start], shown, line,
+                          exc.start - raw.rfind(b"\n", 0, exc.start)) from None
+    return parse_config_text(text, shown, path.endswith((".yml", ".yaml")))
+
+
+def _find_config(directory: str) -> Optional[str]:
+    """The config file in a directory, None without one; two of them are ambiguous."""
+    found = [name for name in CONFIG_NAMES if os.path.isfile(os.path.join(directory, name))]
+    if len(found) > 1:
+        raise ConfigError("ambiguous configuration: both %s exist; keep one"
+                          % " and ".join(found), os.path.join(directory, found[0]))
+    return os.path.join(directory, found[0]) if found else None
+
+
+def global_config_dir(environ: Mapping[str, str]) -> str:
+    """$ROODA_CONFIG_HOME, else $XDG_CONFIG_HOME/rooda, else ~/.config/rooda
+    (%APPDATA%\\rooda on Windows)."""
+    if environ.get("ROODA_CONFIG_HOME"):
+        return environ["ROODA_CONFIG_HOME"]
+    if os.name == "nt" and environ.get("APPDATA"):
+        return os.path.join(environ["APPDATA"], "rooda")
+    if environ.get("XDG_CONFIG_HOME"):
+        return os.path.join(environ["XDG_CONFIG_HOME"], "rooda")
+    return os.path.join(os.path.expanduser("~"), ".config", "rooda")
+
+
+def _upgrade_settings(settings: dict, key_path: tuple, warn: Callable) -> dict:
+    """The Go rooda's spellings in a loop or procedure mapping, in today's words: an empty
+    ai_cmd / ai_cmd_alias means "not set here" (the tier below shows through), and v0.1's
+    default_iterations is default_max_iterations (its 0 meaning unlimited)."""
+    settings = dict(settings)
+    for key in ("ai_cmd", "ai_cmd_alias"):
+        if settings.get(key) == "":
+            del settings[key]
+    if "default_iterations" in settings:
+        count = settings.pop("default_iterations")
+        warn(key_path + ("default_iterations",), "default_iterations is the Go rooda v0.1 name;"
+             " read as default_max_iterations%s" % (" (0: iteration_mode unlimited)" if count == 0 else ""))
+        if count == 0 and not isinstance(count, bool):  # (false is a mistake, reported below)
+            settings.setdefault("iteration_mode", "unlimited")
+        else:
+            settings.setdefault("default_max_iterations", count)
+    return settings
+
+
+def _prepare_layer(raw: dict, base: str, report: Callable, warn: Callable) -> dict:
+    """One file's data with its relative paths resolved against `base` (its directory),
+    and the Go rooda's older keys read as today's (with a deprecation warning each)."""
+    layer = dict(raw)
+    if "ai_tools" in layer:
+        warn(("ai_tools",), "ai_tools is the Go rooda v0.1 name; read as ai_cmd_aliases")
+        tools = layer.pop("ai_tools")
+        if isinstance(tools, dict) and isinstance(layer.get("ai_cmd_aliases", {}), dict):
+            layer["ai_cmd_aliases"] = dict(tools, **layer.get("ai_cmd_aliases", {}))
+    loop = layer.get("loop")
+    if isinstance(loop, dict):
+        loop = _upgrade_settings(loop, ("loop",), warn)
+        if isinstance(loop.get("log_dir"), str):
+            loop["log_dir"] = os.path.normpath(os.path.join(base, os.path.expanduser(loop["log_dir"])))
+        layer["loop"] = loop
+    procedures = layer.get("procedures")
+    if isinstance(procedures, dict):
+        resolved = {}
+        for name, procedure in procedures.items():
+            if isinstance(procedure, dict):
+                procedure = _upgrade_settings(procedure, ("procedures", name), warn)
+                for phase in PHASES:
+                    if procedure.get(phase) is not None:
+                        procedure[phase] = _resolve_fragments(
+                            procedure[phase], base, ("procedures", name, phase), report)
+            resolved[name] = procedure
+        layer["procedures"] = resolved
+    return layer
+
+
+def _env_layer(environ: Mapping[str, str], cwd: str, report: Callable) -> dict:
+    """The env tier: ROODA_LOOP_<KEY> for each scalar loop setting (a relative
+    ROODA_LOOP_LOG_DIR is taken from the current directory, like --log-dir)."""
+    loop = {}
+    scalars = [key for key in LOOP_SCHEMA if key not in ("env", "signals", "stuck", "git")]
+    for name, raw in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        key = name[len(ENV_PREFIX):].lower()
+        if key not in scalars:
+            near = closest(key, scalars)
+            report(("loop", key), "%s is not a loop setting%s" % (
+                name, "; did you mean %s%s?" % (ENV_PREFIX, near.upper()) if near else ""))
+            continue
+        text = raw.strip()
+        if text in ("", "null"):
+            value: object = None
+        elif text.lower() in ("true", "false"):
+            value = text.lower() == "true"
+        elif key in ("show_ai_output", "feedback") and text in ("1", "0"):
+            value = text == "1"
+        elif re.fullmatch(r"[-+]?[0-9]+", text):
+            value = int(text)
+        elif re.fullmatch(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text):
+            value = float(text)
+        else:
+            value = text
+        if key == "log_dir" and isinstance(value, str):
+            value = os.path.normpath(os.path.join(cwd, os.path.expanduser(value)))
+        loop[key] = value
+    return {"loop": loop} if loop else {}
+
+
+def _forget(provenance: dict, path: tuple) -> None:
+    for stale in [p for p in provenance if p[:len(path)] == path and len(p) > len(path)]:
+        del provenance[stale]
+
+
+def _copy(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _record_children(value: dict, path: tuple, origin: Callable, provenance: dict) -> None:
+    """Provenance for the keys inside a mapping that arrived whole (lists stay one value)."""
+    for key, child in value.items():
+        provenance[path + (key,)] = origin(path + (key,))
+        if isinstance(child, dict):
+            _record_children(child, path + (key,), origin, provenance)
+
+
+def _merge(into: dict, layer: dict, origin: Callable[[tuple], tuple], provenance: dict,
+           prefix: tuple = ()) -> None:
+    """Deep-merge `layer` into `into`: mappings key by key, lists replaced, null unsets."""
+    for key, value in layer.items():
+        path = prefix + (key,)
+        if value is None:
+            if isinstance(into.pop(key, None), dict):
+                _forget(provenance, path)
+            provenance[path] = origin(path)
+        elif isinstance(value, dict) and isinstance(into.get(key), dict):
+            if path not in provenance:
+                provenance[path] = origin(path)
+            _merge(into[key], value, origin, provenance, path)
+        else:
+            if isinstance(into.get(key), dict):  # only a replaced mapping has stale children
+                _forget(provenance, path)
+            into[key] = _copy(value)
+            provenance[path] = origin(path)
+            if isinstance(value, dict):
+                _record_children(value, path, origin, provenance)
+
+
+def config_files(config_path: Optional[str], cwd: str, environ: Mapping[str, str]
+                 ) -> List[Tuple[str, str]]:
+    """The config files in tier order: [(tier, absolute path)], each loaded once."""
+    found: List[Tuple[str, str]] = []
+    if os.path.isfile(SHIPPED_CONFIG):
+        found.append((TIER_SHIPPED, SHIPPED_CONFIG))
+    global_dir = global_config_dir(environ)
+    if os.path.isdir(global_dir):
+        global_file = _find_config(global_dir)
+        if global_file:
+            found.append((TIER_GLOBAL, global_file))
+    workspace: Optional[str]
+    if config_path is not None:
+        named = os.path.join(cwd, os.path.expanduser(config_path))
+        if not os.path.exists(named):
+            raise ConfigError("config file not found", config_path)
+        if os.path.isdir(named):
+            raise ConfigError("config path is a directory, not a file", config_path)
+        workspace = named
+    else:
+        workspace = _find_config(cwd)
+    if workspace is not None:
+        found.append((TIER_WORKSPACE, workspace))
+    unique: List[Tuple[str, str]] = []
+    for tier, path in found:  # the same file in two tiers is loaded once, as the lower
+        if not any(os.path.samefile(path, seen) for _, seen in unique):
+            unique.append((tier, path))
+    return unique
+
+
+def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
+                environ: Optional[Mapping[str, str]] = None) -> Config:
+    """Load and merge the tiers below `flag`, then validate the result once.
+
+    `config_path` is the workspace file (--config); without it ./rooda-config.json
+    (or .yml / .yaml) in `cwd` is used when present. All problems are raised together.
+    """
+    cwd = cwd or os.getcwd()
+    variables: Mapping[str, str] = os.environ if environ is None else environ
+    data: dict = {}
+    provenance: dict = {}
+    sources: Dict[str, List[str]] = {}
+    files: List[Tuple[str, str]] = []
+    problems: list = []
+    warnings: List[str] = []
+    builtin = {"loop": _copy(BUILTIN_LOOP),
+               "ai_cmd_aliases": {name: preset[0] for name, preset in PRESETS.items()},
+               "procedures": {}}
+    _merge(data, builtin, lambda path: (TIER_BUILTIN, None, None, None), provenance)
+
+    for tier, path in config_files(config_path, cwd, variables):
+        shown = _display_path(path, cwd)
+        raw, positions, lines = read_config_file(path, shown)
+        sources[shown] = lines
+
+        def origin(key_path: tuple, tier: str = tier, shown: str = shown,
+                   positions: dict = positions) -> tuple:
+            line, col = positions.get(key_path, (None, None))
+            return (tier, shown, line, col)
+
+        def report(key_path: tuple, message: str, origin: Callable = origin,
+                   shown: str = shown, lines: List[str] = lines) -> None:
+            _, _, line, col = origin(key_path)
+            source = lines[line - 1] if line and line <= len(lines) else None
+            problems.append((shown, line, col, "%s: %s" % (dotted(key_path), message), source))
+
+        def warn(key_path: tuple, message: str, origin: Callable = origin, shown: str = shown) -> None:
+            _, _, line, col = origin(key_path)
+            where = ":".join(str(part) for part in (shown, line, col) if part is not None)
+            warnings.append("%s: warning: %s" % (where, message))
+
+        layer = _prepare_layer(raw, os.path.dirname(path), report, warn)
+        _merge(data, layer, origin, provenance)
+        files.append((tier, shown))
+
+    def env_origin(key_path: tuple) -> tuple:
+        return (TIER_ENV, ENV_PREFIX + str(key_path[-1]).upper() if len(key_path) > 1 else "environment",
+                None, None)
+
+    def env_report(key_path: tuple, message: str) -> None:
+        problems.append(("environment", None, None, message, None))
+
+    _merge(data, _env_layer(variables, cwd, env_report), env_origin, provenance)
+    config = Config(data=data, provenance=provenance, sources=sources, files=files,
+                    warnings=warnings)
+    validate_config(data, lambda key_path, message: problems.append(config.problem(key_path, message)))
+    if problems:
+        raise ConfigError.collect(problems)
+    return config
+
+
+def alias_definition(aliases: Mapping[str, Any], name: str
+                     ) -> Optional[Tuple[str, str, Dict[str, str], Optional[str]]]:
+    """(name, command, environment, format) of an alias -- a command string, or a mapping
+    {command, format, env} -- or None. A preset unchanged keeps its own env and format."""
+    if name not in aliases and name in PRESET_ALIASES:
+        name = PRESET_ALIASES[name]
+    value = aliases.get(name)
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        env = {key: _scalar_text(setting) for key, setting in (value.get("env") or {}).items()}
+        return name, value["command"], env, value.get("format")
+    preset = PRESETS.get(name)
+    if preset is not None and value == preset[0]:
+        return name, value, dict(preset[1]), preset[2]
+    return name, value, {}, None
+
+
+def resolve_agent(config: Config, procedure_name: Optional[str], ai_cmd: Optional[str] = None,
+                  ai_cmd_alias: Optional[str] = None, ai_format: Optional[str] = None
+                  ) -> Optional[AgentCommand]:
+    """The agent command by SPEC 3's precedence, and its output format by the same one
+    (--ai-format > procedure > loop > the alias's `format` > the preset's > the CLI's own
+    flags > text); None when nothing names an agent and no preset's program is on PATH."""
+    aliases = config.data.get("ai_cmd_aliases", {})
+    procedure = config.data.get("procedures", {}).get(procedure_name, {}) if procedure_name else {}
+    chosen_format = ai_format or procedure.get("ai_format") or config.loop("ai_format")
+
+    def agent(argv: List[str], env: Dict[str, str], source: str, preset: Optional[str],
+              own_format: Optional[str]) -> AgentCommand:
+        return AgentCommand(argv=argv, env=env, source=source, preset=preset,
+                            format=chosen_format or own_format or infer_format(argv) or "text")
+
+    def from_alias(name: str, origin: str) -> AgentCommand:
+        found = alias_definition(aliases, name)
+        if found is None:
+            raise UsageError("unknown agent preset '%s' (from %s)%s" % (
+                name, origin, did_you_mean(name, list(aliases) + list(PRESET_ALIASES))
+                or "; known presets: " + ", ".join(sorted(aliases))))
+        name, command, env, own_format = found
+        return agent(_split_command(command, "ai_cmd_aliases." + name), env,
+                     "preset %s, %s" % (name, origin), name, own_format)
+
+    choices = (
+        ("cmd", ai_cmd, "--ai-cmd"),
+        ("alias", ai_cmd_alias, "--ai-cmd-alias"),
+        ("cmd", procedure.get("ai_cmd"), "procedure %s ai_cmd" % procedure_name),
+        ("alias", procedure.get("ai_cmd_alias"), "procedure %s ai_cmd_alias" % procedure_name),
+        ("cmd", config.loop("ai_cmd"), "loop.ai_cmd"),
+        ("alias", config.loop("ai_cmd_alias"), "loop.ai_cmd_alias"),
+    )
+    for kind, value, origin in choices:
+        if value is not None:  # an explicit "" on the command line is a mistake to report
+            if kind == "alias":
+                return from_alias(value, origin)
+            return agent(_split_command(value, origin), {}, "from " + origin, None, None)
+    for name in PRESETS:
+        found = alias_definition(aliases, name)
+        if found and _which(_split_command(found[1], "ai_cmd_aliases." + name)[0]):
+            return from_alias(name, "found on PATH")
+    return None
+
+
+def no_agent_error() -> RoodaError:
+    names = ", ".join(PRESETS)
+    return RoodaError("no agent found: none of the presets' programs (%s) is on PATH; install"
+                      " one, or choose with --ai-cmd-alias NAME or --ai-cmd 'COMMAND'" % names)
+
+
+def check_agent_program(agent: AgentCommand) -> None:
+    """Exit 2 before the first iteration when the agent's program cannot be started."""
+    program = agent.argv[0]
+    if os.sep in program or (os.altsep and os.altsep in program):
+        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+            raise RoodaError("agent program '%s' not found or not executable; fix the path, or"
+                             " choose another agent with --ai-cmd / --ai-cmd-alias" % program)
+    elif _which(program) is None:
+        raise RoodaError("agent program '%s' not found on PATH; install it, or choose another"
+                         " agent with --ai-cmd / --ai-cmd-alias" % program)
+
+
+# ----------------------------------------------------------------------
+# 8. Prompt
+# ----------------------------------------------------------------------
+# The prompt of SPEC 4, assembled afresh before each iteration from the fragments as
+# they are now (a changed file is read again), or the prompt file of `prompt <file>`.
+
+def _apply_parameters(text: str, parameters: Dict[str, str], where: str) -> str:
+    """Replace the Go rooda's {{.name}} / {{ .name }} placeholders in a fragment. One
+    without a parameter is an error, and so is any other Go template action ({{range}},
+    {{if}}, ...): rooda does not run templates, and passing one to the agent as text would
+    change the prompt silently. Go's own escape, a quoted string ({{"{{"}}), is its text."""
+    if "{{" not in text:
+        return text
+
+    def substitute(match: "re.Match[str]") -> str:
+        action = match.group(0)
+        literal = re.fullmatch(r'\{\{\s*("(?:[^"\\]|\\.)*")\s*\}\}', action)
+        if literal is not None:
+            return str(json.loads(literal.group(1)))
+        placeholder = re.fullmatch(r"\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}", action)
+        if placeholder is None:
+            construct = re.match(r"\{\{-?\s*(\w*)", action)
+            raise ConfigError("the Go template action %s is not supported: rooda replaces only"
+                              " {{.name}} placeholders (write the %s out in the fragment)" % (
+                                  action[:60], "'%s'" % construct.group(1) if construct and
+                                  construct.group(1) else "construct"), where)
+        name = placeholder.group(1)
+        if name not in parameters:
+            raise ConfigError("placeholder {{.%s}} has no parameter%s" % (
+                name, did_you_mean(name, parameters)), where)
+        return parameters[name]
+
+    return re.sub(r"\{\{.*?\}\}", substitute, text, flags=re.S)
+
+
+# Fragment texts by path, with the stat signature they were read under: a prompt is
+# assembled afresh every iteration, but an unchanged file need not be read again.
+_FRAGMENT_CACHE: Dict[str, Tuple[tuple, str]] = {}
+
+
+def _read_fragment(path: str, phase: str) -> str:
+    try:
+        info = os.stat(path)
+        signature = (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino)
+    except OSError:
+        signature = None
+    cached = _FRAGMENT_CACHE.get(path)
+    if signature is not None and cached is not None and cached[0] == signature:
+        return cached[1]
+    text = read_text(path, "%s fragment" % phase)
+    if signature is not None:
+        _FRAGMENT_CACHE[path] = (signature, text)
+    return text
+
+
+def read_fragments(fragments: Sequence[dict], phase: str) -> List[str]:
+    """The texts of a phase's fragments, as they are now (files may change between
+    iterations; a changed file is read again)."""
+    texts = []
+    for fragment in fragments:
+        if "path" in fragment:
+            text = _read_fragment(fragment["path"], phase)
+            where = fragment["path"]
+        else:
+            text = fragment["content"]
+            where = "%s fragment (inline content)" % phase
+        texts.append(_apply_parameters(text, fragment.get("parameters") or {}, where).strip())
+    return texts
+
+
+def assemble_prompt(phases: Dict[str, List[str]], context: Sequence[str] = (),
+                    previous: Optional[str] = None) -> str:
+    """The prompt of SPEC 4: a title, CONTEXT and PREVIOUS ITERATION when given, the phases."""
+    parts = ["# OODA Loop Iteration"]
+    if context:
+        parts.append("## CONTEXT\n" + "\n\n".join(context))
+    if previous:
+        parts.append("## PREVIOUS ITERATION\n" + previous)
+    for phase in PHASES:
+        if phase in phases and phases[phase] == [] and any(phases.values()):
+            continue  # a phase with no fragment at all (a Go rooda config may leave one out)
+        parts.append("## %s\n%s" % (phase.upper(), "\n\n".join(t for t in phases.get(phase, ()) if t)))
+    return "\n\n".join(parts) + "\n"
+
+
+def describe_previous(iteration: int, outcome: str, exit_code: int, tail: bytes,
+                      source: str, signals: Sequence[str]) -> str:
+    """The PREVIOUS ITERATION section's text for a failed iteration.
+
+    The quoted output has its signal strings replaced by a mention, so that an agent
+    that echoes the section back does not repeat the previous iteration's claim.
+    """
+    text = tail[-FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace")
+    for marker in signals:
+        text = text.replace(marker, "[signal %s]" % marker.replace("<", "").replace(">", " ").split()[-1])
+    text = text.strip("\n")
+    head = "Iteration %d ended in %s (exit code %d)." % (iteration, outcome, exit_code)
+    if not text.strip():
+        return head + " It printed nothing."
+    return "%s The last %s of %s output:\n\n%s" % (
+        head, "%d bytes" % len(text.encode("utf-8")), source, text)
+
+
+def signal_markers(signals: Mapping[str, Sequence[str]]) -> List[str]:
+    """Every promise marker of a plan's signals, success and failure alike."""
+    return [marker for markers in signals.values() for marker in markers]
+
+
+def build_prompt(plan: RunPlan, previous: Optional[IterationRecord]) -> str:
+    """The prompt of the next iteration, with fragments read afresh."""
+    if plan.prompt_file is not None or plan.prompt_text is not None:
+        # The Ralph loop `cat PROMPT.md | agent`: the file as it is now, every iteration.
+        text = read_text(plan.prompt_file, "prompt file") if plan.prompt_file is not None \
+            else plan.prompt_text or ""
+        return ("## CONTEXT\n%s\n\n%s" % ("\n\n".join(plan.context), text)) if plan.context else text
+    phases = {phase: read_fragments(plan.fragments[phase], phase) for phase in PHASES}
+    feedback = None
+    if plan.feedback and previous is not None and previous.outcome in FAILING_OUTCOMES:
+        feedback = describe_previous(previous.iteration, previous.outcome, previous.exit_code,
+                                     previous.tail, previous.source, signal_markers(plan.signals))
+    return assemble_prompt(phases, plan.context, feedback)
+
+
+def _fragment_names(plan: RunPlan) -> List[str]:
+    if plan.prompt_text is not None:
+        return ["(standard input)"]
+    if plan.prompt_file is not None:
+        return [_display_path(plan.prompt_file, plan.cwd)]
+    return [_display_path(f["path"], plan.cwd) if "path" in f else "(content)"
+            for phase in PHASES for f in plan.fragments[phase]]
+
+
+def bare_signal_lines(plan: RunPlan) -> List[str]:
+    """Where the prompt has a promise marker alone on a line (the Go rooda's signal
+    fragment does): an agent that echoes its prompt would read as SUCCESS."""
+    markers = set(signal_markers(plan.signals))
+    sources: List[Tuple[str, str]] = []
+    if plan.prompt_text is not None:
+        sources.append(("the prompt from standard input", plan.prompt_text))
+    elif plan.prompt_file is not None:
+        sources.append((_display_path(plan.prompt_file, plan.cwd),
+                        read_text(plan.prompt_file, "prompt file")))
+    else:
+        for phase in PHASES:
+            for fragment, text in zip(plan.fragments[phase], read_fragments(plan.fragments[phase], phase)):
+                sources.append((_display_path(fragment["path"], plan.cwd) if "path" in fragment
+                                else "%s (inline content)" % phase, text))
+    found = []
+    for where, text in sources:
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip() in markers:
+                found.append("%s line %d: %s" % (where, number, line.strip()))
+    return found
+
+
+# ----------------------------------------------------------------------
+# 9. Processes
+# ----------------------------------------------------------------------
+# Handlers only record; the loop acts. The agent runs in its own session; one selector
+# loop (the shape of CPython's subprocess._communicate) writes the prompt to its stdin as
+# the pipe accepts it while stdout and stderr are read in 64 KiB chunks, so neither side
+# can block the other; a wake-up fd carries SIGINT/SIGTERM/SIGHUP and SIGCHLD into it.
+# Where selectors cannot watch pipes (Windows) a thread per pipe feeds a bounded queue
+# instead. The child's whole process group is terminated at the end (TERM, grace, KILL);
+# on Linux rooda is a child subreaper, so that descendants that escaped the group with
+# setsid are found and terminated too.
 
 def _signal_group(pgid: int, signum: int) -> None:
     """Send a signal to a process group; on Windows, terminate the process itself."""
@@ -2918,18 +2838,6 @@ def _terminate_escapees(own_pids: Iterable[int], grace: float, guard: Optional[S
         _reap(escapees)
 
 
-# ----------------------------------------------------------------------
-# 13. Agent process
-# ----------------------------------------------------------------------
-# One selector loop (the shape of CPython's subprocess._communicate): the prompt is
-# written to the agent's stdin as the pipe accepts it while stdout and stderr are
-# read in 64 KiB chunks, so neither side can block the other; a wake-up fd carries
-# SIGINT/SIGTERM/SIGHUP and SIGCHLD into the loop. Where selectors cannot watch pipes
-# (Windows), a thread per pipe feeds a bounded queue instead (_ThreadPump); both pumps
-# share one state machine for timeouts and kills. The agent runs in its own session,
-# and its whole process group is terminated at the end of every iteration.
-
-
 class AgentResult(Record):
     """What one run of the agent produced."""
 
@@ -2984,7 +2892,6 @@ class _Child:
 # stays ignored for the agent too (SPEC 7). subprocess.Popen resets the same pair.
 _RESET_SIGNALS = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ")
                        if hasattr(signal, name))
-
 # Where each agent program was found on PATH, so that spawning needs no lookup.
 _PROGRAM_PATHS: Dict[Tuple[str, str], Optional[str]] = {}
 
@@ -3203,8 +3110,6 @@ def _communicate(proc: _Child, stdin_fd: Optional[int], out_fd: int, err_fd: int
 
     As subreaper we adopt the agent's orphans; those that die must be reaped here, or
     their zombies would keep the group alive for the whole grace period."""
-    import collections
-
     pgid = proc.pid
     pump = (_ThreadPump if _threaded_io() else _SelectorPump)(
         stdin_fd, out_fd, err_fd, prompt_bytes, guard)
@@ -3449,14 +3354,143 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
 
 
 # ----------------------------------------------------------------------
-# 14. Reading the agent's output
+# 10. Reading output
 # ----------------------------------------------------------------------
-# What one iteration's output means to the loop. TextReader passes bytes through as
-# they come (signals are scanned in the raw bytes by run_agent). EventReader splits a
-# structured stream into lines, turns them into events with the format's decoder, scans
-# only the assistant's text for signals, renders readable lines for --verbose and the
-# .log (never JSON), copies the raw lines to the agent's .jsonl, and counts tool calls
-# and usage. Both end in a StreamReport; the loop never sees a format.
+# What one iteration's output means to the loop. Promise signals are found in bytes,
+# across read boundaries, with the echo guard of SPEC 5. TextReader passes bytes through
+# as they come; EventReader splits a structured stream into lines, turns them into events
+# with the format's decoder, scans only the assistant's text, renders readable lines for
+# --verbose and the .log (never JSON), and counts tool calls and usage. Both end in a
+# StreamReport; the loop never sees a format.
+
+class _StreamLines:
+    """The scanner's state for one stream: the open line (or its tail) and its signals."""
+
+    __slots__ = ("line", "overflow", "pending")
+
+    def __init__(self) -> None:
+        self.line = b""          # bytes since the last newline (only the seam when overflowed)
+        self.overflow = False    # the open line is longer than any line the guard compares
+        self.pending: set = set()  # signal kinds seen in the open line
+
+
+class SignalScanner:
+    """Finds promise signals in an agent's output, as bytes, across read boundaries.
+
+    Echo guard (SPEC 5): a line (split on newline, surrounding blanks stripped) that
+    contains a signal does not count when the same line appears in the prompt and is
+    longer than the bare signal; a line that is only the signal always counts. Memory
+    is bounded: of an open line only as much is kept as the guard can compare.
+    """
+
+    def __init__(self, signals: Dict[str, Sequence[str]], prompt: str) -> None:
+        self.markers: List[Tuple[bytes, str]] = []
+        for kind, strings in signals.items():
+            for marker in strings:
+                self.markers.append((marker.encode("utf-8"), kind))
+        self.bare = {marker for marker, _ in self.markers}
+        key = (prompt, tuple(self.markers))
+        cached = SignalScanner._last_echoes
+        if cached is not None and cached[0] == key:
+            self.echoes = cached[1]  # the same prompt as the last iteration
+        else:
+            self.echoes = self._prompt_echoes(prompt)
+            SignalScanner._last_echoes = (key, self.echoes)
+        self.first_bytes = {marker[:1] for marker in self.bare}
+        longest = max((len(m) for m in self.bare), default=1)
+        self.seam = longest - 1
+        # An open line longer than this cannot equal a prompt line (padding aside).
+        self.cap = max([len(line) for line in self.echoes] + [longest]) + 256
+        self.found: set = set()
+        self.streams: Dict[str, _StreamLines] = {}
+
+    # The echo lines of the last prompt seen: most iterations' prompts are identical.
+    _last_echoes: Optional[Tuple[tuple, frozenset]] = None
+
+    def _prompt_echoes(self, prompt: str) -> frozenset:
+        """The prompt's lines (stripped) that hold a signal and are more than the signal."""
+        echoes = set()
+        text = prompt.encode("utf-8")
+        for marker in self.bare:  # only the prompt lines that hold a signal matter
+            position = text.find(marker)
+            while position >= 0:
+                # Slice out only this line: linear in the prompt, however many lines quote it.
+                end = text.find(b"\n", position)
+                end = len(text) if end < 0 else end
+                line = text[text.rfind(b"\n", 0, position) + 1:end].strip()
+                if line not in self.bare:
+                    echoes.add(line)
+                position = text.find(marker, max(position + len(marker), end))
+        return frozenset(echoes)
+
+    def feed(self, stream: str, chunk: bytes) -> None:
+        state = self.streams.get(stream)
+        if state is None:
+            state = self.streams[stream] = _StreamLines()
+        if not state.pending and not self._may_hold_signal(state.line, chunk):
+            # Fast path, almost every chunk: keep only the open line's start.
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                state.line, state.overflow = chunk[newline + 1:], False
+            else:
+                state.line += chunk
+            self._cap(state)
+            return
+        parts = (state.line + chunk).split(b"\n")
+        for index, part in enumerate(parts):
+            kinds = self._kinds_in(part)
+            overflow = False
+            if index == 0:
+                kinds |= state.pending
+                overflow = state.overflow
+            if index < len(parts) - 1:
+                if kinds:
+                    self._judge(part, kinds, overflow)
+            else:
+                state.line, state.overflow, state.pending = part, overflow, kinds
+                self._cap(state)
+
+    def finish(self) -> frozenset:
+        """Judge the lines left open at end of output; the signal kinds found."""
+        for state in self.streams.values():
+            if state.pending:
+                self._judge(state.line, state.pending, state.overflow)
+            state.line, state.pending = b"", set()
+        return frozenset(self.found)
+
+    def _may_hold_signal(self, line: bytes, chunk: bytes) -> bool:
+        if self.seam and line:  # a signal split across the previous read and this one
+            seam = line[-self.seam:] + chunk[:self.seam]
+            for marker, _ in self.markers:
+                if marker in seam:
+                    return True
+        # A one-byte search is a memchr, several times faster than a marker search:
+        # most chunks hold none of the markers' first bytes and are done here.
+        for first in self.first_bytes:
+            if first in chunk:
+                break
+        else:
+            return False
+        for marker, _ in self.markers:
+            if marker in chunk:
+                return True
+        return False
+
+    def _kinds_in(self, text: bytes) -> set:
+        return {kind for marker, kind in self.markers if marker in text}
+
+    def _cap(self, state: _StreamLines) -> None:
+        if len(state.line) > self.cap:
+            state.line = state.line[-self.seam:] if self.seam else b""
+            state.overflow = True
+
+    def _judge(self, line: bytes, kinds: set, overflow: bool) -> None:
+        if not overflow:
+            stripped = line.strip()
+            if stripped not in self.bare and stripped in self.echoes:
+                return  # the agent quoted its prompt
+        self.found |= kinds
+
 
 # A structured line longer than this is dropped, with one warning: memory stays bounded.
 MAX_EVENT_LINE = 16 * 1024 * 1024
@@ -3516,20 +3550,6 @@ def total_tokens(usage: Mapping[str, Any]) -> Optional[int]:
     return int(sum(known)) if known else None
 
 
-def format_cost(usd: float) -> str:
-    """$0.31, $12.40; below a cent with its significant digits."""
-    return "$%.2f" % usd if usd >= 0.01 or usd == 0 else "$%.4f" % usd
-
-
-def format_count(count: float) -> str:
-    """940, 24.1k, 3.2M."""
-    if count < 1000:
-        return "%d" % count
-    if count < 1000000:
-        return "%.1fk" % (count / 1000)
-    return "%.1fM" % (count / 1000000)
-
-
 def describe_usage(usage: Mapping[str, Any], tool_calls: Optional[int] = None) -> List[str]:
     """Usage in words, only the parts that are known: `4 turns`, `78.8k tokens`, `$0.39`."""
     parts = []
@@ -3567,9 +3587,6 @@ class EventReader:
                  show_err: Optional[Callable[[bytes], None]],
                  log: Optional[Callable[[bytes], None]], raw: Optional[Callable[[bytes], None]],
                  cwd: str, tail_bytes: int, warn: Callable[[str], None]) -> None:
-        import collections
-        import json
-
         self.format, self.scanner, self.warn = agent_format, scanner, warn
         self.loads = json.loads
         self.show = _tee(show_out, log)
@@ -3779,14 +3796,74 @@ class EventReader:
                             notice=self.notice)
 
 
+def usage_suffix(usage: Optional[Mapping[str, Any]]) -> str:
+    """` · 24.1k tokens · $0.31` for a progress line: only the parts the agent reported."""
+    if not usage or (not total_tokens(usage) and not usage.get("cost_usd")):
+        return ""  # nothing reported, or nothing spent (a request refused at a limit)
+    parts = []
+    tokens = total_tokens(usage)
+    if tokens is not None:
+        parts.append("%s tokens" % format_count(tokens))
+    if usage.get("cost_usd") is not None:
+        parts.append(format_cost(usage["cost_usd"]))
+    return "".join(" · " + part for part in parts)
+
+
+def _usage_log_lines(usage: Mapping[str, Any]) -> str:
+    """Seed 002's "if available" footer lines: Model, API Requests, Tokens, Cost."""
+    lines = []
+    if usage.get("model"):
+        lines.append("Model: %s" % usage["model"])
+    if usage.get("turns"):
+        lines.append("API Requests: %d" % usage["turns"])
+    tokens = total_tokens(usage)
+    if tokens is not None:  # the parts the CLI reported: an unknown count is not a 0
+        parts = ["%s %d" % (words, usage[name]) for name, words in (
+            ("input_tokens", "input"), ("output_tokens", "output"),
+            ("cache_read_tokens", "cache read"), ("cache_write_tokens", "cache write"))
+            if usage.get(name) is not None]
+        lines.append("Tokens: %d (%s)" % (tokens, ", ".join(parts)))
+    if usage.get("tool_calls"):
+        lines.append("Tool Calls: %d" % usage["tool_calls"])
+    if usage.get("cost_usd") is not None:
+        lines.append("Cost: $%.4f" % usage["cost_usd"])
+    return "".join(line + "\n" for line in lines)
+
+
 # ----------------------------------------------------------------------
-# 15. Usage limits and provider errors
+# 11. Outcomes and causes
 # ----------------------------------------------------------------------
-# An iteration that ended on a provider's usage or rate limit is `limited`: waited out
-# and run again, never a failure (SPEC 13); one that cannot authenticate stops the run.
-# Structured events say so directly; for text, the CLIs' own messages are read, but only
-# when the iteration failed and only in the last 2 KB, so that a limit message a tool
-# printed earlier (the agent reading a file that quotes one) never counts.
+# Why an iteration ended and what the run does next: the outcome matrix of SPEC 5, the
+# provider's limits and failed credentials of SPEC 13 (structured events say so
+# directly; for text, the CLIs' own messages are read, but only when the iteration
+# failed and only in the last 2 KB, so that a message a tool printed earlier never
+# counts), and the closing line of each way a run stops.
+
+def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: Optional[str] = None,
+                     verified: Optional[bool] = None, reported_error: bool = False,
+                     cut_short: bool = False) -> str:
+    """The outcome matrix of SPEC 5: output signals win over the exit code -- but not over
+    an error the CLI itself reports (SPEC 12): that is a failure whatever was said."""
+    signals = set(signals)
+    if reported_error:
+        return FAILURE
+    if SIGNAL_SUCCESS in signals:
+        return REJECTED if verified is False else COMPLETED
+    if timed_out:
+        return TIMEOUT
+    if cut_short or exit_code != 0 or SIGNAL_FAILURE in signals or verified is False:
+        return FAILURE
+    return SUCCESS
+
+
+def _last_line(output: bytes, markers: Sequence[str]) -> str:
+    """An output's last non-blank line that is not a bare promise marker, ≤ 200 chars."""
+    for line in reversed(output.decode("utf-8", "replace").splitlines()):
+        line = line.strip()
+        if line and line not in markers:
+            return line[:200]
+    return ""
+
 
 # Seconds added to a known reset time (the CLIs print it cut to the minute).
 LIMIT_MARGIN_SECONDS = 30
@@ -3796,7 +3873,6 @@ LIMIT_BACKOFF_START = 60
 LIMIT_BACKOFF_CAP = 1800
 # A printed time of day this far in the past is the same minute today, not tomorrow.
 RESET_PAST_TOLERANCE = 300
-
 # Limit messages, as (regex, kind; None: the matched words). The first group is what
 # the CLIs themselves print (Claude Code, Codex, Gemini): read in a failed text agent's
 # last 2 KB. The API wordings after it are too common in ordinary output (a web app's
@@ -3837,8 +3913,6 @@ TROUBLE_AUTH = "auth"       # stop: no later iteration can succeed
 def limit_in_text(text: str, patterns: Sequence[Tuple[str, Optional[str]]] = _API_LIMIT_MESSAGES
                   ) -> Optional[str]:
     """The kind of a usage or rate limit a message announces, or None."""
-    import re
-
     for pattern, kind in patterns:
         match = re.search(pattern, text, re.IGNORECASE)
         if match:
@@ -3847,8 +3921,6 @@ def limit_in_text(text: str, patterns: Sequence[Tuple[str, Optional[str]]] = _AP
 
 
 def auth_failure_in_text(text: str, patterns: Sequence[str] = _API_AUTH_MESSAGES) -> bool:
-    import re
-
     return any(re.search(pattern, text, re.IGNORECASE) for pattern in patterns)
 
 
@@ -3887,8 +3959,6 @@ def parse_reset_time(message: str, now: float) -> Optional[float]:
     `resets Nov 26, 7:04pm (America/New_York)`, `try again at 7:32 PM` (local time).
     A bare time of day is its next occurrence; one up to 5 minutes past is this minute."""
     import datetime
-    import re
-
     relative = re.search(r"try again in (\d+(?:\.\d+)?)\s*(s|sec|seconds?|m|min|minutes?|h|hours?)\b",
                          message, re.IGNORECASE)
     if relative:
@@ -3995,15 +4065,26 @@ def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bo
     return None
 
 
+def _limit_words(trouble: ProviderTrouble, now: float) -> str:
+    """`usage limit (five_hour): <message>; it resets at 21:03 (in 2h14m)` or `...; the
+    provider did not say when it resets`."""
+    text = "usage limit (%s): %s" % (trouble.limit, _one_line(trouble.message, 200))
+    if trouble.resets_at is None:
+        return text + "; the provider did not say when it resets"
+    return text + "; it resets at %s (in %s)" % (clock_words(trouble.resets_at, now),
+                                                 format_duration(max(trouble.resets_at - now, 0)))
+
+
 # ----------------------------------------------------------------------
-# 16. Gates
+# 12. Gates and git
 # ----------------------------------------------------------------------
 # The opt-in gates of the Ralph variants (SPEC 6): verify (a quality gate after each
-# iteration), done_when (a queue check before each), requires (paths), stuck
-# detection (same error, no change) and git (commit, push). Gate commands run like the
-# agent -- own session, bounded by gate_timeout, killed on interruption -- through
-# run_agent, so they inherit its streaming, group kill and subreaper sweep. They are
-# trusted like a Makefile: they come from the user's config.
+# iteration), done_when (a queue check before each), requires (paths), stuck detection
+# (same error, no change) and git (commit, push). Gate and git commands run like the
+# agent -- own session, bounded by gate_timeout, killed on interruption -- so a slow hook
+# never outlives rooda. They are trusted like a Makefile: they come from the user's
+# config. HEAD, read before and after every iteration, comes from the repository's own
+# files: starting git twice per iteration was most of rooda's overhead in a repository.
 
 GATE_VERIFY = "verify"
 GATE_DONE_WHEN = "done_when"
@@ -4067,7 +4148,6 @@ def error_fingerprint(output: bytes) -> str:
     """What makes two failures 'the same error': the last 2 KB of output with numbers,
     hex ids, timestamps and temporary paths masked, blanks collapsed."""
     import hashlib
-    import re
     import tempfile
 
     text = output[-4 * FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace")  # masks shorten it
@@ -4088,15 +4168,6 @@ def error_excerpt(output: bytes, lines: int = 5) -> List[str]:
     text = output.decode("utf-8", "replace")
     return [line.rstrip()[:200] for line in text.splitlines() if line.strip()][-lines:]
 
-
-# ----------------------------------------------------------------------
-# 17. Git
-# ----------------------------------------------------------------------
-# The git gates (commit, push, stuck.no_change) and HEAD for the logs. Every git command
-# runs like a gate -- its own process group, the run's signal guard, gate_timeout -- so
-# a slow hook never outlives rooda and Ctrl+C stops it at once (SPEC 6). HEAD, read
-# before and after every iteration, comes from the repository's own files instead:
-# starting git twice per iteration was most of rooda's overhead in a repository.
 
 # Commit ids: SHA-1 (40 hex digits) or SHA-256 (64).
 _OBJECT_ID_LENGTHS = (40, 64)
@@ -4271,8 +4342,6 @@ def session_log_pathspecs(repo: GitRepository, log_dir: Optional[str]) -> List[s
     """Pathspecs of rooda's own session logs in the log directory, when it is inside the
     repository: the only files a git gate leaves out (SPEC 6), wherever the directory
     is and whether or not it is ignored."""
-    import re
-
     if not log_dir:
         return []
     relative = os.path.relpath(os.path.realpath(log_dir), os.path.realpath(repo.top))
@@ -4376,46 +4445,19 @@ def commit_and_push(run_git: "Callable[..., GitResult]", repo: GitRepository, ga
 
 
 # ----------------------------------------------------------------------
-# 18. Session logs
+# 13. Reporting
 # ----------------------------------------------------------------------
-# Two files per run (SPEC 8): `.log` for people (seed 002's shape) and `.jsonl` for
-# programs -- and, with a structured format, `-agent.jsonl`, the agent's raw lines. All
-# are opened with O_APPEND and written with one os.write per piece, so each event is on
-# disk as it happens; a .jsonl line is written whole or not at all, so a run killed with
-# SIGKILL, or one that filled the disk, leaves a .jsonl whose every line parses. A failed
-# write is one warning; then logging stops and the loop goes on (SPEC 8 rev 2).
+# What a run tells people and programs. Session logs (SPEC 8): `.log` for people,
+# `.jsonl` for programs and, with a structured format, `-agent.jsonl`, the agent's raw
+# lines; opened with O_APPEND and written with one os.write per piece, so each event is
+# on disk as it happens and a .jsonl line is whole or absent. A failed write is one
+# warning, then logging stops and the loop goes on. On stderr (SPEC 5, 14): `[HH:MM:SS]`
+# progress lines, reason lines, and a status line on a terminal (redrawn once a second,
+# erased before any other line) or heartbeat lines off one -- all through an Outlet, a
+# writer thread per stream, so a reader that stops reading never blocks the loop.
 
 RULE = "=" * 80
 THIN_RULE = "-" * 80
-
-
-def iso_time(moment: Optional[float] = None) -> str:
-    """ISO 8601 UTC with milliseconds: 2026-11-22T10:00:00.123Z."""
-    moment = time.time() if moment is None else moment
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment)) + ".%03dZ" % (
-        int(moment * 1000) % 1000)
-
-
-def parse_iso_time(text: object) -> Optional[float]:
-    """The epoch of an iso_time text (read back from a .jsonl), or None."""
-    import calendar
-
-    if not isinstance(text, str):
-        return None
-    try:
-        whole = calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S"))
-        return whole + (float(text[19:23]) if text[19:20] == "." and text[20:23].isdigit() else 0.0)
-    except ValueError:
-        return None
-
-
-def clock_words(moment: float, now: float) -> str:
-    """A moment for a person, in local time: 21:03, or Nov 26 19:04 when a day or more away."""
-    return time.strftime("%H:%M" if abs(moment - now) < 20 * 3600 else "%b %d %H:%M", time.localtime(moment))
-
-
-def local_time(moment: Optional[float] = None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
 
 
 class SessionLog:
@@ -4486,8 +4528,6 @@ class SessionLog:
 
     def event(self, name: str, **fields: object) -> None:
         """One .jsonl line, whole or not at all: a short write (a full disk) is cut back."""
-        import json
-
         if self.problem is not None:
             return
         record: Dict[str, object] = {"event": name, "time": iso_time()}
@@ -4519,18 +4559,7 @@ class SessionLog:
         return self.shown
 
 
-# ----------------------------------------------------------------------
-# 19. Progress lines
-# ----------------------------------------------------------------------
-# What a run says on the terminal (SPEC 5, 14): `[HH:MM:SS]` progress lines, indented
-# reason lines, a status line on a terminal (redrawn once a second, erased before any
-# other line) or heartbeat lines off one. During a run everything rooda writes goes
-# through an Outlet: a writer thread per stream, so a reader that stops reading (a pager,
-# Ctrl+S, a full pipe) never blocks the loop -- timeouts and signals keep working while
-# output waits in a bounded buffer, then is dropped with one warning (the log keeps it).
-
 QUIET, NORMAL, VERBOSE = 0, 1, 2
-
 # Bytes of output held for a reader that is not reading, before output is dropped.
 OUTLET_BUFFER_BYTES = 8 << 20
 # At the end of a run, how long a stalled reader is waited for before it is given up.
@@ -4543,20 +4572,10 @@ LONG_GATE_SECONDS = 10.0
 ERASE_LINE = "\r\033[K"
 
 
-def format_bytes(count: float) -> str:
-    """812 B, 45.2 KB, 3.1 MB, 1.2 GB."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if count < 1000 or unit == "GB":
-            return ("%d %s" if unit == "B" else "%.1f %s") % (count, unit)
-        count /= 1000.0
-    return "%d B" % count
-
-
 class Outlet:
     """One of rooda's own output streams during a run, written by a thread of its own."""
 
     def __init__(self, stream: TextIO, name: str) -> None:
-        import collections
         import threading
 
         self.stream, self.name = stream, name
@@ -4793,10 +4812,10 @@ def _same_file(first: TextIO, second: TextIO) -> bool:
 
 
 # ----------------------------------------------------------------------
-# 20. Run plan and loop state
+# 14. The loop
 # ----------------------------------------------------------------------
-# What a run is (RunPlan), what one iteration left (IterationRecord), what the loop
-# carries between iterations (LoopState), and the words its progress lines are made of.
+# One _Run per run: before_iteration (SPEC 5's checks in order), iteration (prompt,
+# agent, gates, outcome), the stop, and run_loop, which opens and closes the session.
 
 class RunPlan(Record):
     """Everything a run needs, resolved from the configuration and the command line.
@@ -4900,23 +4919,6 @@ class LoopState:
         return {name: self.usage.get(name) for name in USAGE_FIELDS} if self.usage else None
 
 
-def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: Optional[str] = None,
-                     verified: Optional[bool] = None, reported_error: bool = False,
-                     cut_short: bool = False) -> str:
-    """The outcome matrix of SPEC 5: output signals win over the exit code -- but not over
-    an error the CLI itself reports (SPEC 12): that is a failure whatever was said."""
-    signals = set(signals)
-    if reported_error:
-        return FAILURE
-    if SIGNAL_SUCCESS in signals:
-        return REJECTED if verified is False else COMPLETED
-    if timed_out:
-        return TIMEOUT
-    if cut_short or exit_code != 0 or SIGNAL_FAILURE in signals or verified is False:
-        return FAILURE
-    return SUCCESS
-
-
 def _agent_env(plan: RunPlan, agent: AgentCommand) -> Dict[str, str]:
     """The agent's environment, all but ROODA_ITERATION (built once per run)."""
     env = dict(os.environ)
@@ -4927,113 +4929,6 @@ def _agent_env(plan: RunPlan, agent: AgentCommand) -> Dict[str, str]:
     env["ROODA_MAX_ITERATIONS"] = "" if plan.max_iterations is None else str(plan.max_iterations)
     return env
 
-
-def build_prompt(plan: RunPlan, previous: Optional[IterationRecord]) -> str:
-    """The prompt of the next iteration, with fragments read afresh."""
-    if plan.prompt_file is not None or plan.prompt_text is not None:
-        # The Ralph loop `cat PROMPT.md | agent`: the file as it is now, every iteration.
-        text = read_text(plan.prompt_file, "prompt file") if plan.prompt_file is not None \
-            else plan.prompt_text or ""
-        return ("## CONTEXT\n%s\n\n%s" % ("\n\n".join(plan.context), text)) if plan.context else text
-    phases = {phase: read_fragments(plan.fragments[phase], phase) for phase in PHASES}
-    feedback = None
-    if plan.feedback and previous is not None and previous.outcome in FAILING_OUTCOMES:
-        feedback = describe_previous(previous.iteration, previous.outcome, previous.exit_code,
-                                     previous.tail, previous.source, signal_markers(plan.signals))
-    return assemble_prompt(phases, plan.context, feedback)
-
-
-def _fragment_names(plan: RunPlan) -> List[str]:
-    if plan.prompt_text is not None:
-        return ["(standard input)"]
-    if plan.prompt_file is not None:
-        return [_display_path(plan.prompt_file, plan.cwd)]
-    return [_display_path(f["path"], plan.cwd) if "path" in f else "(content)"
-            for phase in PHASES for f in plan.fragments[phase]]
-
-
-def bare_signal_lines(plan: RunPlan) -> List[str]:
-    """Where the prompt has a promise marker alone on a line (the Go rooda's signal
-    fragment does): an agent that echoes its prompt would read as SUCCESS."""
-    markers = set(signal_markers(plan.signals))
-    sources: List[Tuple[str, str]] = []
-    if plan.prompt_text is not None:
-        sources.append(("the prompt from standard input", plan.prompt_text))
-    elif plan.prompt_file is not None:
-        sources.append((_display_path(plan.prompt_file, plan.cwd),
-                        read_text(plan.prompt_file, "prompt file")))
-    else:
-        for phase in PHASES:
-            for fragment, text in zip(plan.fragments[phase], read_fragments(plan.fragments[phase], phase)):
-                sources.append((_display_path(fragment["path"], plan.cwd) if "path" in fragment
-                                else "%s (inline content)" % phase, text))
-    found = []
-    for where, text in sources:
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip() in markers:
-                found.append("%s line %d: %s" % (where, number, line.strip()))
-    return found
-
-
-def _last_line(output: bytes, markers: Sequence[str]) -> str:
-    """An output's last non-blank line that is not a bare promise marker, ≤ 200 chars."""
-    for line in reversed(output.decode("utf-8", "replace").splitlines()):
-        line = line.strip()
-        if line and line not in markers:
-            return line[:200]
-    return ""
-
-
-def usage_suffix(usage: Optional[Mapping[str, Any]]) -> str:
-    """` · 24.1k tokens · $0.31` for a progress line: only the parts the agent reported."""
-    if not usage or (not total_tokens(usage) and not usage.get("cost_usd")):
-        return ""  # nothing reported, or nothing spent (a request refused at a limit)
-    parts = []
-    tokens = total_tokens(usage)
-    if tokens is not None:
-        parts.append("%s tokens" % format_count(tokens))
-    if usage.get("cost_usd") is not None:
-        parts.append(format_cost(usage["cost_usd"]))
-    return "".join(" · " + part for part in parts)
-
-
-def _usage_log_lines(usage: Mapping[str, Any]) -> str:
-    """Seed 002's "if available" footer lines: Model, API Requests, Tokens, Cost."""
-    lines = []
-    if usage.get("model"):
-        lines.append("Model: %s" % usage["model"])
-    if usage.get("turns"):
-        lines.append("API Requests: %d" % usage["turns"])
-    tokens = total_tokens(usage)
-    if tokens is not None:  # the parts the CLI reported: an unknown count is not a 0
-        parts = ["%s %d" % (words, usage[name]) for name, words in (
-            ("input_tokens", "input"), ("output_tokens", "output"),
-            ("cache_read_tokens", "cache read"), ("cache_write_tokens", "cache write"))
-            if usage.get(name) is not None]
-        lines.append("Tokens: %d (%s)" % (tokens, ", ".join(parts)))
-    if usage.get("tool_calls"):
-        lines.append("Tool Calls: %d" % usage["tool_calls"])
-    if usage.get("cost_usd") is not None:
-        lines.append("Cost: $%.4f" % usage["cost_usd"])
-    return "".join(line + "\n" for line in lines)
-
-
-def _limit_words(trouble: ProviderTrouble, now: float) -> str:
-    """`usage limit (five_hour): <message>; it resets at 21:03 (in 2h14m)` or `...; the
-    provider did not say when it resets`."""
-    text = "usage limit (%s): %s" % (trouble.limit, _one_line(trouble.message, 200))
-    if trouble.resets_at is None:
-        return text + "; the provider did not say when it resets"
-    return text + "; it resets at %s (in %s)" % (clock_words(trouble.resets_at, now),
-                                                 format_duration(max(trouble.resets_at - now, 0)))
-
-
-# ----------------------------------------------------------------------
-# 21. The loop
-# ----------------------------------------------------------------------
-# One _Run per run: before_iteration (limits, budgets, delays), iteration (prompt, agent,
-# gates, outcome), and the closing lines. run_loop opens and closes the session: its first
-# lines, the log's header and summary.
 
 class _Run:
     """One run of the loop: the plan, its state, and where output goes."""
@@ -5619,8 +5514,11 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
 
 
 # ----------------------------------------------------------------------
-# 22. Command line
+# 15. Command line and commands
 # ----------------------------------------------------------------------
+# argparse for SPEC 2's command line, plan_run (settings by precedence, with where each
+# came from), one function per command, and main. Each command returns an exit code;
+# only main turns errors into messages.
 
 USAGE = """python3 rooda.py <procedure> [max_iterations] [options]
        python3 rooda.py run <procedure> [max_iterations] [options]
@@ -5630,13 +5528,11 @@ USAGE = """python3 rooda.py <procedure> [max_iterations] [options]
        python3 rooda.py status [--all] [--json] [--log-dir DIR]
        python3 rooda.py vendor <dir> [--force]
        python3 rooda.py help | version | --help | --version"""
-
 DESCRIPTION = """\
 Run an AI coding agent in an OODA loop: each iteration pipes a prompt assembled
 from the procedure's observe/orient/decide/act fragments (or one prompt file) to a
 fresh agent process and stops when the agent prints <promise>SUCCESS</promise>, the
 cap is reached, or too many iterations fail in a row."""
-
 EPILOG = """\
 exit codes: 0 completed, 1 aborted after repeated failures, 2 usage, config or
 precondition error (an agent that cannot authenticate included), 3 stuck, 4 stopped at
@@ -5714,8 +5610,6 @@ def _choice_type(option: str, choices: Sequence[str]) -> Callable[[str], str]:
 def _usage_message(message: str) -> str:
     """argparse's message in rooda's words: the option's own sentence when a type said it,
     "needs a value", "exclude each other"."""
-    import re
-
     own = re.match(r"argument [^:]+: (-.*)$", message, re.S)
     if own:
         return own.group(1)
@@ -6008,12 +5902,6 @@ def plan_run(options: Any, config: Config, procedure_name: str,
     )
 
 
-# ----------------------------------------------------------------------
-# 23. Commands
-# ----------------------------------------------------------------------
-# Each command is a function of the parsed options that returns an exit code; only
-# main turns errors into messages.
-
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so that the interpreter's final flush stays quiet."""
     try:
@@ -6128,8 +6016,6 @@ def _plain_fragments(fragments: object, cwd: str) -> object:
 
 def command_config(options: Any, procedure_name: Optional[str]) -> int:
     """Every resolved setting with the tier and file it came from (SPEC 2 `config`)."""
-    import json
-
     config = load_config_saying_warnings(options)
     cwd = os.getcwd()
     rows: List[Tuple[str, object, str, Optional[str], Optional[int]]] = []
@@ -6431,7 +6317,6 @@ def _vendored_files() -> List[str]:
 
 def command_vendor(options: Any, directory: str) -> int:
     """`vendor <dir>`: install rooda into <dir>/.rooda/, refusing to overwrite edits."""
-    import json
     import shutil
 
     target = os.path.join(os.path.abspath(directory), VENDOR_DIR)
@@ -6512,13 +6397,6 @@ def command_vendor(options: Any, directory: str) -> int:
     return 0
 
 
-# ----------------------------------------------------------------------
-# 24. The status command
-# ----------------------------------------------------------------------
-# `status`: what the newest run in a log directory is doing, read from its .jsonl while
-# it runs in another terminal (SPEC 14). A line that does not parse, or does not have
-# the shape rooda writes, is skipped and counted: never a traceback.
-
 # Session .jsonl names: the stamp, and the -2, -3 ... of a second run in the same second.
 _SESSION_NAME = r"session-(\d{8}-\d{6})(?:-(\d+))?\.jsonl$"
 # What `status` says of a session: its pid lives and it has no session_end; it has one;
@@ -6528,8 +6406,6 @@ RUN_RUNNING, RUN_ENDED, RUN_KILLED = "running", "ended", "killed"
 
 def _session_files(directory: str) -> List[str]:
     """The session .jsonl files of a directory, newest first (the agent's raw streams left out)."""
-    import re
-
     found = []
     for name in os.listdir(directory):
         match = re.match(_SESSION_NAME, name)
@@ -6569,8 +6445,6 @@ def _run_alive(pid: object, started: Optional[float]) -> bool:
 
 def summarize_session(path: str, now: Optional[float] = None) -> Dict[str, Any]:
     """One session's state from its .jsonl: running or ended, how far, what it cost."""
-    import json
-
     now = time.time() if now is None else now
     summary: Dict[str, Any] = {
         "session": path, "procedure": None, "state": None, "status": None, "exit_code": None,
@@ -6687,8 +6561,6 @@ def _status_row(summary: Dict[str, Any]) -> str:
 
 def command_status(options: Any) -> int:
     """`status [--all] [--json] [--log-dir DIR]`: the newest session (or all of them)."""
-    import json
-
     cwd = os.getcwd()
     if options.log_dir:
         directory = os.path.join(cwd, os.path.expanduser(options.log_dir))
@@ -6722,10 +6594,6 @@ def command_status(options: Any) -> int:
         write_stdout(_status_text(summaries[0], cwd, now))
     return 0 if summaries else 1
 
-
-# ----------------------------------------------------------------------
-# 25. main
-# ----------------------------------------------------------------------
 
 # The commands and their word counts: (fewest, most, usage). Anything else is a procedure.
 COMMAND_WORDS = {
