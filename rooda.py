@@ -90,6 +90,9 @@ LIMITED = "limited"             # a provider usage or rate limit: waited out, ru
 OUTCOME_INTERRUPTED = "interrupted"  # (the .jsonl's word for an iteration a signal ended)
 # Outcomes that count as a failure towards the threshold and get `, consecutive: x/y`.
 FAILING_OUTCOMES = (FAILURE, TIMEOUT, REJECTED)
+# Why an iteration did not succeed (SPEC 13, 15): the provider's part.
+CAUSE_AUTH = "auth"             # the CLI cannot authenticate: stop, no iteration can succeed
+CAUSE_LIMIT = "limit"           # a usage or rate limit: wait it out, run the iteration again
 # Loop statuses and the exit code each one ends with (interrupted: 128 + signal).
 STATUS_COMPLETED = "completed"
 STATUS_ABORTED = "aborted"
@@ -423,35 +426,43 @@ def _display_path(path: str, cwd: str) -> str:
 
 
 class Record:
-    """A small immutable record with named fields.
+    """A small immutable record: its fields are the class's annotations (a base class's
+    first), and a field given a value in the class body has that default.
 
-    The records and settings of this module are classes like this one rather than
-    dataclasses: importing dataclasses costs about 9 ms of start-up (it imports
-    inspect), a quarter of the start-up budget (SPEC 11).
+    The records of this module are classes like this one rather than dataclasses:
+    importing dataclasses costs about 9 ms of start-up (it imports inspect), a quarter of
+    the start-up budget (SPEC 11).
     """
 
-    __slots__: Tuple[str, ...] = ()
+    _fields: Tuple[str, ...] = ()
 
-    def __init__(self, **fields: object) -> None:
-        for name in self.__slots__:
-            try:
-                object.__setattr__(self, name, fields.pop(name))
-            except KeyError:
-                raise TypeError("%s: missing field %s" % (type(self).__name__, name)) from None
-        if fields:
-            raise TypeError("%s: unknown fields %s" % (type(self).__name__, sorted(fields)))
+    def __init_subclass__(cls) -> None:
+        own = [name for name in cls.__dict__.get("__annotations__", {}) if name not in cls._fields]
+        cls._fields = cls._fields + tuple(own)
+
+    def __init__(self, **values: object) -> None:
+        for name in self._fields:
+            if name in values:
+                value = values.pop(name)
+            elif hasattr(type(self), name):
+                value = getattr(type(self), name)
+            else:
+                raise TypeError("%s: missing field %s" % (type(self).__name__, name))
+            object.__setattr__(self, name, value)
+        if values:
+            raise TypeError("%s: unknown fields %s" % (type(self).__name__, sorted(values)))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("%s is immutable" % type(self).__name__)
 
     def replace(self, **changes: object) -> Any:
         """A copy with some fields changed."""
-        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields = {name: getattr(self, name) for name in self._fields}
         fields.update(changes)
         return type(self)(**fields)
 
     def __repr__(self) -> str:
-        inner = ", ".join("%s=%r" % (name, getattr(self, name)) for name in self.__slots__)
+        inner = ", ".join("%s=%r" % (name, getattr(self, name)) for name in self._fields)
         return "%s(%s)" % (type(self).__name__, inner)
 
 
@@ -1033,52 +1044,15 @@ def load_yaml(text: str, path: str = "<string>") -> object:
 # ----------------------------------------------------------------------
 # 5. Agent CLIs
 # ----------------------------------------------------------------------
-# Everything rooda knows about one agent CLI: its preset command and environment, how
-# its structured output is read (a decoder turning one JSON object into rooda's events),
-# the flags that reveal the format, where it keeps its login, its known pitfalls, and
-# its own words for limits and failed credentials (SPEC 9, 12, 13, 17).
+# Everything rooda knows about one agent CLI is one row of AGENT_CLIS below: its preset
+# command and environment, the flags of its structured output mode, its login, its
+# known pitfalls, and its own words for limits and failed credentials. How a structured
+# format is read is a decoder registered under the format's name: it turns one decoded
+# JSON object into rooda's events. A new CLI is a row (and a decoder when its format is
+# new); every other list of CLIs, presets or formats is derived from these two tables.
 
-# How an agent's output is read (SPEC 12): `text`, or one CLI's structured JSON lines.
-AGENT_FORMATS = ("text", "claude", "codex", "gemini", "copilot", "opencode")
-# Agent presets (SPEC 9), in auto-detection order: name -> (command, extra environment,
-# output format). Each is the CLI's documented unattended form with tools auto-approved
-# and the prompt on stdin, or in {prompt_file} / {prompt} where the CLI cannot read
-# stdin; where the CLI has a structured output mode checked against the real CLI, the
-# preset uses it (SPEC 9 rev 2). Sources and pitfalls are in the README's preset table.
-PRESETS = {
-    "claude": ("claude -p --dangerously-skip-permissions --output-format stream-json --verbose",
-               {}, "claude"),
-    "codex": ("codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check"
-              " --color never --json -", {}, "codex"),
-    "gemini": ("gemini --yolo --skip-trust -o stream-json", {}, "gemini"),
-    "copilot": ("copilot --allow-all-tools --no-ask-user --no-auto-update -s --output-format json",
-                {}, "copilot"),
-    "cursor-agent": ("cursor-agent -p --force --trust --output-format text {prompt}", {}, "text"),
-    "kiro-cli": ("kiro-cli chat --no-interactive --trust-all-tools", {}, "text"),
-    "amp": ("amp --dangerously-allow-all -x", {}, "text"),
-    "opencode": ("opencode run --auto --format json", {}, "opencode"),
-    "qwen": ("qwen --yolo -o stream-json", {}, "claude"),
-    "goose": ("goose run --no-session -q -i -", {"GOOSE_MODE": "auto"}, "text"),
-    "aider": ("aider --message-file {prompt_file} --yes-always --no-pretty --no-stream"
-              " --no-check-update --no-analytics --no-show-model-warnings", {}, "text"),
-}
-# Other names for presets: the successor jomadu/ralph calls kiro-cli `kiro` (SPEC 3 rev 2).
-PRESET_ALIASES = {"kiro": "kiro-cli"}
-# What each preset's CLI needs to authenticate, for the message when it cannot (SPEC 13).
-PRESET_LOGINS = {
-    "claude": "ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN), or run `claude` once and /login",
-    "codex": "OPENAI_API_KEY, or `codex login`",
-    "gemini": "GEMINI_API_KEY (or GOOGLE_API_KEY / Vertex AI settings), or run `gemini` once to log in",
-    "copilot": "GH_TOKEN or GITHUB_TOKEN (COPILOT_PROVIDER_API_KEY with your own provider), or"
-               " `copilot` then /login",
-    "cursor-agent": "CURSOR_API_KEY, or `cursor-agent login`",
-    "kiro-cli": "KIRO_API_KEY",
-    "amp": "AMP_API_KEY",
-    "opencode": "the provider's key, from `opencode auth login`",
-    "qwen": "OPENAI_API_KEY (with OPENAI_BASE_URL), or `qwen` then /auth",
-    "goose": "the provider's API key, from `goose configure`",
-    "aider": "OPENAI_API_KEY or ANTHROPIC_API_KEY (or the model's provider key)",
-}
+# Events are tuples, their kind first (cheap to make: a busy agent emits thousands); the
+# constructors below are the only place their layouts are written.
 EV_TEXT, EV_TOOL, EV_TOOL_RESULT, EV_USAGE = "text", "tool", "tool_result", "usage"
 EV_LIMIT, EV_ERROR, EV_NOTICE, EV_RESULT = "limit", "error", "notice", "result"
 # The usage figures rooda keeps (SPEC 8 `usage`), each None until the agent reports it.
@@ -1087,6 +1061,58 @@ USAGE_FIELDS = ("model", "input_tokens", "output_tokens", "cache_read_tokens",
 # Tool arguments that say most about a call, in the order they are looked for.
 _TELLING_ARGUMENTS = ("command", "cmd", "file_path", "filePath", "path", "absolute_path",
                       "notebook_path", "pattern", "url", "query", "description", "prompt")
+
+
+def _status_in(message: object) -> Optional[int]:
+    """The HTTP status an error message names (`401`, `(429)`, `status: 429`), if any."""
+    if not isinstance(message, str):
+        return None
+    match = re.search(r"(?<![\d.:])(4\d\d|5\d\d)(?![\d.:])", message)
+    return int(match.group(1)) if match else None
+
+
+def text_event(text: str, delta: bool = False) -> tuple:
+    """Assistant text (delta: a chunk of a longer text, joined to the next one)."""
+    return (EV_TEXT, text, delta)
+
+
+def tool_event(name: object, detail: str) -> tuple:
+    """A tool call and its most telling argument."""
+    return (EV_TOOL, str(name or "tool"), detail)
+
+
+def tool_result_event(output: str, failed: bool, exit_code: object = None,
+                      message: object = None) -> tuple:
+    """A tool's result: its size, and for a failure its first line and exit code."""
+    said = _one_line(message or output) if failed else ""
+    return (EV_TOOL_RESULT, len(output), failed, said, exit_code if isinstance(exit_code, int) else None)
+
+
+def usage_event(figures: Mapping[str, Any], additive: bool = False) -> tuple:
+    """Usage figures, the unknown ones left out (additive: sum them over the iteration)."""
+    return (EV_USAGE, {name: value for name, value in figures.items() if value is not None}, additive)
+
+
+def limit_event(kind: str, message: Optional[str], resets_at: Optional[float]) -> tuple:
+    """A provider usage or rate limit (resets_at: an epoch, or None)."""
+    return (EV_LIMIT, kind, message, resets_at)
+
+
+def error_event(message: str, status: object = None, category: object = None) -> tuple:
+    """An error the CLI reports: its message, the HTTP status (else the one it names),
+    and its own word for it (authentication_failed, rate_limit, ...)."""
+    return (EV_ERROR, message, status if isinstance(status, int) else _status_in(message),
+            category if isinstance(category, str) else None)
+
+
+def notice_event(message: str) -> tuple:
+    """Retries and warnings: shown, never a failure."""
+    return (EV_NOTICE, message)
+
+
+def result_event(ok: bool, text: Optional[str] = None) -> tuple:
+    """The run-ending event, with the final text."""
+    return (EV_RESULT, ok, text)
 
 
 def _tool_detail(arguments: object) -> str:
@@ -1121,14 +1147,6 @@ def _unwrap_shell(command: object) -> str:
     return _one_line(" ".join(argv))
 
 
-def _status_in(message: object) -> Optional[int]:
-    """The HTTP status an error message names (`401`, `(429)`, `status: 429`), if any."""
-    if not isinstance(message, str):
-        return None
-    match = re.search(r"(?<![\d.:])(4\d\d|5\d\d)(?![\d.:])", message)
-    return int(match.group(1)) if match else None
-
-
 def _text_of(content: object) -> str:
     """A tool result's content: a string, or a list of {type: text, text} blocks."""
     if isinstance(content, str):
@@ -1139,91 +1157,27 @@ def _text_of(content: object) -> str:
     return ""
 
 
-def decode_claude(event: dict) -> Optional[list]:
-    """Claude Code `-p --output-format stream-json --verbose` (also Qwen Code, Amp)."""
-    kind = event.get("type")
-    if kind == "assistant":
-        blocks = [b for b in _list(_mapping(event.get("message")).get("content")) if isinstance(b, dict)]
-        texts = [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
-        if event.get("error"):  # a synthetic message that carries an API error
-            text = " ".join(texts) or str(event["error"])
-            return [(EV_ERROR, text, _status_in(text), str(event["error"]))]
-        events: list = []
-        for block in blocks:
-            if block.get("type") == "text" and isinstance(block.get("text"), str):
-                if event.get("parent_tool_use_id"):
-                    # A sub-agent's words (Task tool): shown, but not the agent's verdict.
-                    events.append((EV_NOTICE, "sub-agent: " + _one_line(block["text"])))
-                else:
-                    events.append((EV_TEXT, block["text"], False))
-            elif block.get("type") == "tool_use":
-                events.append((EV_TOOL, str(block.get("name") or "tool"), _tool_detail(block.get("input"))))
-        return events
-    if kind == "user":
-        content = _mapping(event.get("message")).get("content")
-        events = []
-        for block in _list(content):
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                text = _text_of(block.get("content"))
-                failed = block.get("is_error") is True
-                events.append((EV_TOOL_RESULT, len(text), failed, _one_line(text) if failed else "", None))
-        return events
-    if kind == "system":
-        subtype = event.get("subtype")
-        if subtype == "init" and isinstance(event.get("model"), str):
-            return [(EV_USAGE, {"model": event["model"]}, False)]
-        if subtype == "api_retry":
-            return [(EV_NOTICE, "API error %s (%s); retry %s of %s in %.0fs" % (
-                event.get("error_status"), event.get("error"), event.get("attempt"),
-                event.get("max_retries"), (_number(event.get("retry_delay_ms")) or 0) / 1000))]
-        return []
-    if kind == "rate_limit_event":
-        info = _mapping(event.get("rate_limit_info"))
-        if info.get("status") == "rejected":
-            return [(EV_LIMIT, str(info.get("rateLimitType") or "rate_limit"), None,
-                     _number(info.get("resetsAt")))]
-        if info.get("status") == "allowed_warning":
-            used = _number(info.get("utilization"))
-            return [(EV_NOTICE, "approaching the %s usage limit%s" % (
-                info.get("rateLimitType") or "provider's",
-                " (%.0f%% used)" % (used * 100) if used is not None else ""))]
-        return []
-    if kind == "result":
-        usage = _mapping(event.get("usage"))
-        models = event.get("modelUsage")
-        figures: Dict[str, Any] = {
-                   "input_tokens": _number(usage.get("input_tokens")),
-                   "output_tokens": _number(usage.get("output_tokens")),
-                   "cache_read_tokens": _number(usage.get("cache_read_input_tokens")),
-                   "cache_write_tokens": _number(usage.get("cache_creation_input_tokens")),
-                   "cost_usd": _number(event.get("total_cost_usd")),
-                   "turns": _number(event.get("num_turns"))}
-        if isinstance(models, dict) and models:
-            figures["model"] = ", ".join(models)
-        # Qwen Code writes this shape with the cached tokens inside input_tokens (its
-        # total_tokens says so); Claude Code keeps them apart.
-        total = _number(usage.get("total_tokens"))
-        if total is not None and figures["input_tokens"] is not None and figures["cache_read_tokens"] and \
-                figures["input_tokens"] + (figures["output_tokens"] or 0) == total:
-            figures["input_tokens"] -= figures["cache_read_tokens"]
-        events = [(EV_USAGE, {k: v for k, v in figures.items() if v is not None}, False)]
-        final = event.get("result") if isinstance(event.get("result"), str) else None
-        if event.get("is_error") is True:
-            errors = _list(event.get("errors"))
-            message = final or "; ".join(str(e) for e in errors) or str(event.get("subtype") or "error")
-            status = _number(event.get("api_error_status"))
-            events.append((EV_ERROR, message, int(status) if status else _status_in(final), None))
-        elif final is not None and final.startswith("[API Error"):
-            # Qwen Code reports a failed request as a successful result (exit 0).
-            events.append((EV_ERROR, final, _status_in(final), None))
-        else:
-            events.append((EV_RESULT, True, final))
-            return events
-        events.append((EV_RESULT, False, None))
-        return events
-    if kind == "stream_event":
-        return []
-    return None
+class AgentFormat(Record):
+    """One structured output format: its decoder (one JSON object -> a list of events, or
+    None for an object that is not an event of the format), an optional skim (events
+    straight from the raw line, for bulky lines nothing needs decoded), and whether the
+    format reports a cost."""
+
+    decode: Callable[[dict], Optional[list]]
+    skim: Optional[Callable[[bytes], Optional[list]]] = None
+    reports_cost: bool = False
+
+
+# The structured formats by name, each registered by its decoder's @output_format.
+OUTPUT_FORMATS: Dict[str, AgentFormat] = {}
+
+
+def output_format(name: str, **options: Any) -> Callable:
+    """Register the decorated function as the decoder of the format `name`."""
+    def register(decode: Callable[[dict], Optional[list]]) -> Callable[[dict], Optional[list]]:
+        OUTPUT_FORMATS[name] = AgentFormat(decode=decode, **options)
+        return decode
+    return register
 
 
 def skim_claude(line: bytes) -> Optional[list]:
@@ -1237,6 +1191,89 @@ def skim_claude(line: bytes) -> Optional[list]:
     return None
 
 
+def _claude_result(event: dict) -> list:
+    """Claude's run-ending `result`: usage, cost and model, then the verdict."""
+    usage = _mapping(event.get("usage"))
+    figures: Dict[str, Any] = {
+        "input_tokens": _number(usage.get("input_tokens")),
+        "output_tokens": _number(usage.get("output_tokens")),
+        "cache_read_tokens": _number(usage.get("cache_read_input_tokens")),
+        "cache_write_tokens": _number(usage.get("cache_creation_input_tokens")),
+        "cost_usd": _number(event.get("total_cost_usd")), "turns": _number(event.get("num_turns"))}
+    models = event.get("modelUsage")
+    if isinstance(models, dict) and models:
+        figures["model"] = ", ".join(models)
+    # Qwen Code writes this shape with the cached tokens inside input_tokens (its
+    # total_tokens says so); Claude Code keeps them apart.
+    total = _number(usage.get("total_tokens"))
+    if total is not None and figures["input_tokens"] is not None and figures["cache_read_tokens"] and \
+            figures["input_tokens"] + (figures["output_tokens"] or 0) == total:
+        figures["input_tokens"] -= figures["cache_read_tokens"]
+    events = [usage_event(figures)]
+    final = event.get("result") if isinstance(event.get("result"), str) else None
+    if event.get("is_error") is True:
+        message = final or "; ".join(str(e) for e in _list(event.get("errors"))) or \
+            str(event.get("subtype") or "error")
+        status = _number(event.get("api_error_status"))
+        return events + [error_event(message, int(status) if status else None), result_event(False)]
+    if final is not None and final.startswith("[API Error"):
+        # Qwen Code reports a failed request as a successful result (exit 0).
+        return events + [error_event(final), result_event(False)]
+    return events + [result_event(True, final)]
+
+
+@output_format("claude", skim=skim_claude, reports_cost=True)
+def decode_claude(event: dict) -> Optional[list]:
+    """Claude Code `-p --output-format stream-json --verbose` (also Qwen Code, Amp)."""
+    kind = event.get("type")
+    if kind == "assistant":
+        blocks = [b for b in _list(_mapping(event.get("message")).get("content")) if isinstance(b, dict)]
+        texts = [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
+        if event.get("error"):  # a synthetic message that carries an API error
+            return [error_event(" ".join(texts) or str(event["error"]), None, str(event["error"]))]
+        events: list = []
+        for block in blocks:
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                if event.get("parent_tool_use_id"):
+                    # A sub-agent's words (Task tool): shown, but not the agent's verdict.
+                    events.append(notice_event("sub-agent: " + _one_line(block["text"])))
+                else:
+                    events.append(text_event(block["text"]))
+            elif block.get("type") == "tool_use":
+                events.append(tool_event(block.get("name"), _tool_detail(block.get("input"))))
+        return events
+    if kind == "user":
+        return [tool_result_event(_text_of(block.get("content")), block.get("is_error") is True)
+                for block in _list(_mapping(event.get("message")).get("content"))
+                if isinstance(block, dict) and block.get("type") == "tool_result"]
+    if kind == "system":
+        subtype = event.get("subtype")
+        if subtype == "init" and isinstance(event.get("model"), str):
+            return [usage_event({"model": event["model"]})]
+        if subtype == "api_retry":
+            return [notice_event("API error %s (%s); retry %s of %s in %.0fs" % (
+                event.get("error_status"), event.get("error"), event.get("attempt"),
+                event.get("max_retries"), (_number(event.get("retry_delay_ms")) or 0) / 1000))]
+        return []
+    if kind == "rate_limit_event":
+        info = _mapping(event.get("rate_limit_info"))
+        if info.get("status") == "rejected":
+            return [limit_event(str(info.get("rateLimitType") or "rate_limit"), None,
+                                _number(info.get("resetsAt")))]
+        if info.get("status") == "allowed_warning":
+            used = _number(info.get("utilization"))
+            return [notice_event("approaching the %s usage limit%s" % (
+                info.get("rateLimitType") or "provider's",
+                " (%.0f%% used)" % (used * 100) if used is not None else ""))]
+        return []
+    if kind == "result":
+        return _claude_result(event)
+    if kind == "stream_event":
+        return []
+    return None
+
+
+@output_format("codex")
 def decode_codex(event: dict) -> Optional[list]:
     """Codex `exec --json`."""
     kind = event.get("type")
@@ -1245,28 +1282,25 @@ def decode_codex(event: dict) -> Optional[list]:
     if kind in ("thread.started", "turn.started", "item.updated"):
         return []
     if kind == "item.started":
-        if item_type == "command_execution":
-            return [(EV_TOOL, "shell", _unwrap_shell(item.get("command")))]
-        return []
+        return [tool_event("shell", _unwrap_shell(item.get("command")))] \
+            if item_type == "command_execution" else []
     if kind == "item.completed":
         if item_type == "agent_message":
-            return [(EV_TEXT, str(item.get("text") or ""), False)]
+            return [text_event(str(item.get("text") or ""))]
         if item_type == "command_execution":
-            output = str(item.get("aggregated_output") or "")
             code = item.get("exit_code")
             failed = (isinstance(code, int) and code != 0) or item.get("status") == "failed"
-            return [(EV_TOOL_RESULT, len(output), failed, _one_line(output) if failed else "",
-                     code if isinstance(code, int) else None)]
+            return [tool_result_event(str(item.get("aggregated_output") or ""), failed, code)]
         if item_type == "file_change":
             paths = [str(change.get("path")) for change in _list(item.get("changes"))
                      if isinstance(change, dict) and change.get("path")]
-            return [(EV_TOOL, "edit", ", ".join(paths))]
+            return [tool_event("edit", ", ".join(paths))]
         if item_type == "mcp_tool_call":
-            return [(EV_TOOL, str(item.get("tool") or "mcp"), str(item.get("server") or ""))]
+            return [tool_event(item.get("tool") or "mcp", str(item.get("server") or ""))]
         if item_type == "web_search":
-            return [(EV_TOOL, "web_search", _one_line(item.get("query")))]
+            return [tool_event("web_search", _one_line(item.get("query")))]
         if item_type == "error":  # a warning (e.g. unknown model metadata), not a failure
-            return [(EV_NOTICE, _one_line(item.get("message")))]
+            return [notice_event(_one_line(item.get("message")))]
         return []
     if kind == "turn.completed":
         usage = _mapping(event.get("usage"))
@@ -1275,63 +1309,59 @@ def decode_codex(event: dict) -> Optional[list]:
         cached = _number(usage.get("cached_input_tokens"))
         written = _number(usage.get("cache_write_input_tokens"))
         total_input = _number(usage.get("input_tokens"))
-        figures = {"input_tokens": None if total_input is None else
-                   max(total_input - (cached or 0) - (written or 0), 0),
-                   "cache_read_tokens": cached, "cache_write_tokens": written,
-                   "output_tokens": _number(usage.get("output_tokens"))}
-        return [(EV_USAGE, {k: v for k, v in figures.items() if v is not None}, True),
-                (EV_RESULT, True, None)]
+        return [usage_event({"input_tokens": None if total_input is None else
+                             max(total_input - (cached or 0) - (written or 0), 0),
+                             "cache_read_tokens": cached, "cache_write_tokens": written,
+                             "output_tokens": _number(usage.get("output_tokens"))}, additive=True),
+                result_event(True)]
     if kind == "turn.failed":
-        message = str(_mapping(event.get("error")).get("message") or "the turn failed")
-        return [(EV_ERROR, message, _status_in(message), None), (EV_RESULT, False, None)]
+        return [error_event(str(_mapping(event.get("error")).get("message") or "the turn failed")),
+                result_event(False)]
     if kind == "error":
         # Also sent for retried stream errors; turn.failed decides. The last one explains
-        # a run that ends without it (see _Run.failure_reason).
-        return [(EV_NOTICE, str(event.get("message") or "error"))]
+        # a run that ends without it (see failure_reason).
+        return [notice_event(str(event.get("message") or "error"))]
     return None
 
 
+@output_format("gemini")
 def decode_gemini(event: dict) -> Optional[list]:
     """Gemini CLI `-o stream-json`."""
     kind = event.get("type")
     if kind == "init":
         model = event.get("model")
-        return [(EV_USAGE, {"model": model}, False)] if isinstance(model, str) and model != "auto" else []
+        return [usage_event({"model": model})] if isinstance(model, str) and model != "auto" else []
     if kind == "message":
         if event.get("role") == "assistant":
-            return [(EV_TEXT, str(event.get("content") or ""), bool(event.get("delta")))]
+            return [text_event(str(event.get("content") or ""), bool(event.get("delta")))]
         return []  # the user's prompt, echoed back: never scanned
     if kind == "tool_use":
-        return [(EV_TOOL, str(event.get("tool_name") or "tool"), _tool_detail(event.get("parameters")))]
+        return [tool_event(event.get("tool_name"), _tool_detail(event.get("parameters")))]
     if kind == "tool_result":
-        output = str(event.get("output") or "")
         failed = event.get("status") not in ("success", None)
-        error = _mapping(event.get("error"))
-        return [(EV_TOOL_RESULT, len(output), failed,
-                 _one_line(error.get("message") or output) if failed else "", None)]
+        return [tool_result_event(str(event.get("output") or ""), failed, None,
+                                  _mapping(event.get("error")).get("message"))]
     if kind == "error":
-        return [(EV_NOTICE, _one_line(event.get("message")))]
+        return [notice_event(_one_line(event.get("message")))]
     if kind == "result":
         stats = _mapping(event.get("stats"))
         models = [name for name, figures in _mapping(stats.get("models")).items()
                   if isinstance(figures, dict) and figures.get("total_tokens")]
         cached = _number(stats.get("cached"))
         total_input = _number(stats.get("input_tokens"))  # the cached ones included
-        figures = {"input_tokens": None if total_input is None else max(total_input - (cached or 0), 0),
-                   "output_tokens": _number(stats.get("output_tokens")),
-                   "cache_read_tokens": cached, "model": ", ".join(models) or None}
-        events: list = [(EV_USAGE, {k: v for k, v in figures.items() if v is not None}, False)]
-        if event.get("status") == "error":
-            error = _mapping(event.get("error"))
-            message = str(error.get("message") or "error")
-            events += [(EV_ERROR, message, _status_in(message), error.get("type")),
-                       (EV_RESULT, False, None)]
-        else:
-            events.append((EV_RESULT, True, None))
-        return events
+        events = [usage_event({"input_tokens": None if total_input is None else
+                               max(total_input - (cached or 0), 0),
+                               "output_tokens": _number(stats.get("output_tokens")),
+                               "cache_read_tokens": cached, "model": ", ".join(models) or None})]
+        if event.get("status") != "error":
+            return events + [result_event(True)]
+        error = _mapping(event.get("error"))
+        return events + [error_event(str(error.get("message") or "error"), None, error.get("type")),
+                         result_event(False)]
     return None
 
 
+@output_format("copilot")
 def decode_copilot(event: dict) -> Optional[list]:
     """GitHub Copilot CLI `--output-format json`."""
     kind = event.get("type")
@@ -1339,160 +1369,220 @@ def decode_copilot(event: dict) -> Optional[list]:
     if kind == "assistant.message":
         events: list = []
         if isinstance(data.get("model"), str):
-            events.append((EV_USAGE, {"model": data["model"]}, False))
+            events.append(usage_event({"model": data["model"]}))
         if isinstance(data.get("content"), str) and data["content"]:
-            events.append((EV_TEXT, data["content"], False))
+            events.append(text_event(data["content"]))
         return events
     if kind == "tool.execution_start":
-        return [(EV_TOOL, str(data.get("toolName") or "tool"), _tool_detail(data.get("arguments")))]
+        return [tool_event(data.get("toolName"), _tool_detail(data.get("arguments")))]
     if kind == "tool.execution_complete":
-        result = _mapping(data.get("result"))
-        text = str(result.get("content") or "")
-        shell = _mapping(data.get("shellExecution"))
-        code = shell.get("exitCode")
+        code = _mapping(data.get("shellExecution")).get("exitCode")
         failed = data.get("success") is False or (isinstance(code, int) and code != 0)
-        return [(EV_TOOL_RESULT, len(text), failed, _one_line(text) if failed else "",
-                 code if isinstance(code, int) else None)]
+        return [tool_result_event(str(_mapping(data.get("result")).get("content") or ""), failed, code)]
     if kind == "session.error":
-        message = str(data.get("message") or "error")
-        status = data.get("statusCode")
-        return [(EV_ERROR, message, status if isinstance(status, int) else _status_in(message),
-                 data.get("errorType"))]
+        return [error_event(str(data.get("message") or "error"), data.get("statusCode"),
+                            data.get("errorType"))]
     if kind == "assistant.turn_retry":
-        return [(EV_NOTICE, "retrying the model call (%s)" % (data.get("reason") or "error"))]
+        return [notice_event("retrying the model call (%s)" % (data.get("reason") or "error"))]
     if kind == "assistant.turn_end":
-        return [(EV_USAGE, {"turns": 1}, True)]
+        return [usage_event({"turns": 1}, additive=True)]
     if kind == "result":
-        code = event.get("exitCode")
-        return [(EV_RESULT, code in (0, None), None)]
+        return [result_event(event.get("exitCode") in (0, None))]
     if isinstance(kind, str) and kind.split(".")[0] in ("session", "assistant", "model", "tool", "user"):
         return []
     return None
 
 
+@output_format("opencode", reports_cost=True)
 def decode_opencode(event: dict) -> Optional[list]:
     """OpenCode `run --format json`."""
     kind = event.get("type")
     part = _mapping(event.get("part"))
     if kind == "text":
-        return [(EV_TEXT, str(part.get("text") or ""), False)]
+        return [text_event(str(part.get("text") or ""))]
     if kind == "tool_use":
         state = _mapping(part.get("state"))
-        events: list = [(EV_TOOL, str(part.get("tool") or "tool"), _tool_detail(state.get("input")))]
+        events: list = [tool_event(part.get("tool"), _tool_detail(state.get("input")))]
         if state.get("status") in ("completed", "error"):
-            output = str(state.get("output") or state.get("error") or "")
-            metadata = _mapping(state.get("metadata"))
-            code = metadata.get("exit")
+            code = _mapping(state.get("metadata")).get("exit")
             failed = state.get("status") == "error" or (isinstance(code, int) and code != 0)
-            events.append((EV_TOOL_RESULT, len(output), failed, _one_line(output) if failed else "",
-                           code if isinstance(code, int) else None))
+            events.append(tool_result_event(str(state.get("output") or state.get("error") or ""),
+                                            failed, code))
         return events
     if kind == "step_finish":
         tokens = _mapping(part.get("tokens"))
         cache = _mapping(tokens.get("cache"))
-        figures = {"input_tokens": _number(tokens.get("input")),
-                   "output_tokens": _number(tokens.get("output")),
-                   "cache_read_tokens": _number(cache.get("read")),
-                   "cache_write_tokens": _number(cache.get("write")),
-                   "cost_usd": _number(part.get("cost")), "turns": 1}
-        events = [(EV_USAGE, {k: v for k, v in figures.items() if v is not None}, True)]
-        if part.get("reason") == "stop":
-            events.append((EV_RESULT, True, None))
-        return events
+        events = [usage_event({"input_tokens": _number(tokens.get("input")),
+                               "output_tokens": _number(tokens.get("output")),
+                               "cache_read_tokens": _number(cache.get("read")),
+                               "cache_write_tokens": _number(cache.get("write")),
+                               "cost_usd": _number(part.get("cost")), "turns": 1}, additive=True)]
+        return events + [result_event(True)] if part.get("reason") == "stop" else events
     if kind == "error":
         error = _mapping(event.get("error"))
         data = _mapping(error.get("data"))
-        message = str(data.get("message") or error.get("name") or "error")
-        status = data.get("statusCode")
-        return [(EV_ERROR, message, status if isinstance(status, int) else _status_in(message),
-                 error.get("name"))]
+        return [error_event(str(data.get("message") or error.get("name") or "error"),
+                            data.get("statusCode"), error.get("name"))]
     if kind in ("step_start", "reasoning"):
         return []
     return None
 
 
-class AgentFormat(Record):
-    """One structured output format: its decoder, an optional skim (events straight from
-    the raw line, for bulky lines nothing needs decoded), whether it reports a cost."""
+# How an agent's output may be read (SPEC 12): `text`, or a registered structured format.
+AGENT_FORMATS = ("text",) + tuple(OUTPUT_FORMATS)
+
+
+def _as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+class AgentCLI(Record):
+    """One agent CLI: everything rooda knows about it (SPEC 9, 12, 13, 17)."""
 
     name: str
-    decode: Callable[[dict], Optional[list]]
-    skim: Optional[Callable[[bytes], Optional[list]]]
-    reports_cost: bool
+    # The preset: the CLI's documented unattended form with tools auto-approved and the
+    # prompt on stdin, or in {prompt_file} / {prompt} where the CLI cannot read stdin;
+    # where its structured mode was checked against the real CLI, the preset uses it.
+    command: str
+    env: Optional[Dict[str, str]] = None
+    aliases: Tuple[str, ...] = ()      # other names (jomadu/ralph calls kiro-cli `kiro`)
+    stream_format: str = "text"        # the format its structured mode prints
+    stream_flags: Tuple[Tuple[str, Optional[str]], ...] = ()  # (flag, value) that turn it on
+    login: str = ""                    # what it needs to authenticate (the message when it cannot)
+    # Known traps, for `doctor`: (level, applies(argv, env, in a git repository), message).
+    pitfalls: Tuple[Tuple[str, Callable[[Sequence[str], Mapping[str, str], bool], bool], str], ...] = ()
+    # Its own messages, read in a failed iteration's last 2 KB of text: (cause, regex,
+    # the limit's kind or None for the regex's first group).
+    words: Tuple[Tuple[str, str, Optional[str]], ...] = ()
+    auth_exit_codes: Tuple[int, ...] = ()  # exit codes that mean "cannot authenticate"
 
-    __slots__ = ("name", "decode", "skim", "reports_cost")
 
-
-AGENT_OUTPUT_FORMATS = {
-    "claude": AgentFormat(name="claude", decode=decode_claude, skim=skim_claude, reports_cost=True),
-    "codex": AgentFormat(name="codex", decode=decode_codex, skim=None, reports_cost=False),
-    "gemini": AgentFormat(name="gemini", decode=decode_gemini, skim=None, reports_cost=False),
-    "copilot": AgentFormat(name="copilot", decode=decode_copilot, skim=None, reports_cost=False),
-    "opencode": AgentFormat(name="opencode", decode=decode_opencode, skim=None, reports_cost=True),
-}
-# The structured-output flags of the CLIs (SPEC 9): a command of one's own that passes
-# them is read in that format, as its preset would be. (program, flag, value) -> format.
-_FORMAT_FLAGS = (
-    ("claude", "--output-format", "stream-json", "claude"),
-    ("qwen", "-o", "stream-json", "claude"), ("qwen", "--output-format", "stream-json", "claude"),
-    ("amp", "--stream-json", None, "claude"),
-    ("codex", "--json", None, "codex"),
-    ("gemini", "-o", "stream-json", "gemini"), ("gemini", "--output-format", "stream-json", "gemini"),
-    ("copilot", "--output-format", "json", "copilot"),
-    ("opencode", "--format", "json", "opencode"),
+# The catalogue, in auto-detection order (SPEC 3). Sources for each preset's flags and
+# pitfalls are in the README's preset table.
+AGENT_CLIS = (
+    AgentCLI(
+        name="claude",
+        command="claude -p --dangerously-skip-permissions --output-format stream-json --verbose",
+        stream_format="claude", stream_flags=(("--output-format", "stream-json"),),
+        login="ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN), or run `claude` once and /login",
+        pitfalls=(
+            ("error", lambda argv, env, repo: _as_root() and env.get("IS_SANDBOX") != "1" and
+             "skip-permissions" in " ".join(argv),
+             "claude refuses --dangerously-skip-permissions as root; run as another user, or set"
+             " IS_SANDBOX=1 inside a sandbox"),
+            ("warning", lambda argv, env, repo: True,
+             "claude exits 0 even when tools were denied; a `verify` gate checks the work itself")),
+        words=(
+            (CAUSE_LIMIT, r"You(?:'|’)ve hit your ((?:[\w']+ )*?limit)\b", None),
+            (CAUSE_LIMIT, r"You(?:'|’)re out of (usage credits)", None),
+            (CAUSE_LIMIT, r"Your org is out of (usage)", None),
+            (CAUSE_LIMIT, r"API Error: Request rejected \(429\)", "rate limit"),
+            (CAUSE_LIMIT, r"API Error: Server is temporarily limiting requests", "rate limit"),
+            (CAUSE_AUTH, r"Invalid API key · Fix external API key", None),
+            (CAUSE_AUTH, r"Please run /login", None),
+            (CAUSE_AUTH, r"OAuth token has expired", None),
+            (CAUSE_AUTH, r"invalid x-api-key", None))),
+    AgentCLI(
+        name="codex",
+        command="codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check"
+                " --color never --json -",
+        stream_format="codex", stream_flags=(("--json", None),),
+        login="OPENAI_API_KEY, or `codex login`",
+        pitfalls=(("error", lambda argv, env, repo: "--skip-git-repo-check" not in argv and not repo,
+                   "codex exec exits 1 outside a git repository without --skip-git-repo-check"),),
+        words=(
+            (CAUSE_LIMIT, r"You(?:'|’)ve hit your ((?:[\w']+ )*?limit)\b", None),
+            (CAUSE_LIMIT, r"\b(Quota exceeded)\. Check your plan and billing details", None),
+            (CAUSE_LIMIT, r"exceeded retry limit, last status: 429", "rate limit"),
+            (CAUSE_AUTH, r"unexpected status 401 Unauthorized", None),
+            (CAUSE_AUTH, r"Incorrect API key provided", None))),
+    AgentCLI(
+        name="gemini", command="gemini --yolo --skip-trust -o stream-json",
+        stream_format="gemini", stream_flags=(("-o", "stream-json"), ("--output-format", "stream-json")),
+        login="GEMINI_API_KEY (or GOOGLE_API_KEY / Vertex AI settings), or run `gemini` once to log in",
+        pitfalls=(("warning", lambda argv, env, repo: "--skip-trust" not in argv and
+                   env.get("GEMINI_CLI_TRUST_WORKSPACE") != "true",
+                   "gemini exits 55 in an untrusted folder; add --skip-trust or set"
+                   " GEMINI_CLI_TRUST_WORKSPACE=true"),),
+        words=(
+            (CAUSE_LIMIT, r"You have exhausted your (daily quota)", None),
+            (CAUSE_AUTH, r"API key not valid", None),
+            (CAUSE_AUTH, r"API_KEY_INVALID", None)),
+        auth_exit_codes=(41,)),  # "no usable auth"
+    AgentCLI(
+        name="copilot",
+        command="copilot --allow-all-tools --no-ask-user --no-auto-update -s --output-format json",
+        stream_format="copilot", stream_flags=(("--output-format", "json"),),
+        login="GH_TOKEN or GITHUB_TOKEN (COPILOT_PROVIDER_API_KEY with your own provider), or"
+              " `copilot` then /login",
+        pitfalls=(("error", lambda argv, env, repo: "-p" in argv or "--prompt" in argv,
+                   "copilot ignores stdin when -p is given; drop -p"),)),
+    AgentCLI(
+        name="cursor-agent", command="cursor-agent -p --force --trust --output-format text {prompt}",
+        login="CURSOR_API_KEY, or `cursor-agent login`",
+        pitfalls=(("warning", lambda argv, env, repo: not env.get("CURSOR_API_KEY"),
+                   "cursor-agent without CURSOR_API_KEY waits for a browser login"),
+                  ("warning", lambda argv, env, repo: "--trust" not in argv,
+                   "cursor-agent refuses an untrusted folder with exit 0; add --trust"))),
+    AgentCLI(
+        name="kiro-cli", command="kiro-cli chat --no-interactive --trust-all-tools", aliases=("kiro",),
+        login="KIRO_API_KEY",
+        pitfalls=(("warning", lambda argv, env, repo: not env.get("KIRO_API_KEY"),
+                   "kiro-cli runs headless only with KIRO_API_KEY (Pro plans)"),)),
+    AgentCLI(
+        name="amp", command="amp --dangerously-allow-all -x",
+        stream_format="claude", stream_flags=(("--stream-json", None),), login="AMP_API_KEY",
+        pitfalls=(("error", lambda argv, env, repo: not env.get("AMP_API_KEY"),
+                   "amp without AMP_API_KEY waits forever for a login; set AMP_API_KEY"),)),
+    AgentCLI(
+        name="opencode", command="opencode run --auto --format json",
+        stream_format="opencode", stream_flags=(("--format", "json"),),
+        login="the provider's key, from `opencode auth login`",
+        pitfalls=(("warning", lambda argv, env, repo: "--auto" not in argv,
+                   "opencode without --auto rejects permission requests silently"),)),
+    AgentCLI(
+        name="qwen", command="qwen --yolo -o stream-json",
+        stream_format="claude", stream_flags=(("-o", "stream-json"), ("--output-format", "stream-json")),
+        login="OPENAI_API_KEY (with OPENAI_BASE_URL), or `qwen` then /auth",
+        words=((CAUSE_AUTH, r"\[API Error: 401\b", None),)),
+    AgentCLI(
+        name="goose", command="goose run --no-session -q -i -", env={"GOOSE_MODE": "auto"},
+        login="the provider's API key, from `goose configure`",
+        pitfalls=(("warning", lambda argv, env, repo: sys.platform.startswith("linux") and
+                   not env.get("GOOSE_DISABLE_KEYRING") and not env.get("DBUS_SESSION_BUS_ADDRESS"),
+                   "goose needs a keyring; on headless Linux set GOOSE_DISABLE_KEYRING=1 and the"
+                   " provider's API key"),)),
+    AgentCLI(
+        name="aider", command="aider --message-file {prompt_file} --yes-always --no-pretty --no-stream"
+                              " --no-check-update --no-analytics --no-show-model-warnings",
+        login="OPENAI_API_KEY or ANTHROPIC_API_KEY (or the model's provider key)",
+        pitfalls=(("warning", lambda argv, env, repo: True,
+                   "aider exits 0 after API failures and never runs shell commands itself; use a"
+                   " `verify` gate"),)),
 )
+# The presets by name, and their other names.
+PRESETS = {cli.name: cli for cli in AGENT_CLIS}
+PRESET_ALIASES = {alias: cli.name for cli in AGENT_CLIS for alias in cli.aliases}
 
 
 def infer_format(argv: Sequence[str]) -> Optional[str]:
     """The format a known CLI's own flags ask for (`claude ... --output-format
     stream-json` is `claude`), or None."""
-    program = os.path.basename(argv[0]) if argv else ""
-    for name, flag, value, agent_format in _FORMAT_FLAGS:
-        if program != name:
-            continue
+    cli = PRESETS.get(os.path.basename(argv[0]) if argv else "")
+    if cli is None:
+        return None
+    for flag, value in cli.stream_flags:
         for index, part in enumerate(argv):
             if value is None and part == flag:
-                return agent_format
+                return cli.stream_format
             if part == "%s=%s" % (flag, value) or (part == flag and argv[index + 1:index + 2] == [value]):
-                return agent_format
+                return cli.stream_format
     return None
 
 
-class AgentCommand(Record):
-    """The agent to run: its command (a template with {prompt_file} / {prompt}), its
-    environment, where it came from, and how its output is read (SPEC 12)."""
-
-    argv: List[str]
-    env: Dict[str, str]
-    source: str
-    preset: Optional[str]
-    format: str
-
-    __slots__ = ("argv", "env", "source", "preset", "format")
-
-    def display(self) -> str:
-        import shlex
-
-        return " ".join(shlex.quote(part) if part not in (PROMPT_FILE_TOKEN, PROMPT_TOKEN)
-                        else part for part in self.argv)
-
-
-def _split_command(command: str, origin: str) -> List[str]:
-    import shlex
-
-    try:
-        argv = shlex.split(command)
-    except ValueError as exc:
-        raise ConfigError("cannot parse the agent command from %s: %s" % (origin, exc)) from None
-    if not argv:
-        raise ConfigError("the agent command from %s is empty" % origin)
-    return argv
-
-
-def _which(program: str) -> Optional[str]:
-    import shutil
-
-    return shutil.which(program)
+def preset_format(cli: AgentCLI) -> str:
+    """The format a preset's own command prints (its structured mode, where it uses it)."""
+    return infer_format(cli.command.split()) or "text"
 
 
 # ----------------------------------------------------------------------
@@ -1969,8 +2059,6 @@ class Config(Record):
     files: List[Tuple[str, str]]
     warnings: List[str]             # `file:line:col: warning: ...` (the Go rooda's old keys)
 
-    __slots__ = ("data", "provenance", "sources", "files", "warnings")
-
     def loop(self, key: str) -> Any:
         """A loop setting, falling back to the built-in default when a tier unset it."""
         return self.data.get("loop", {}).get(key, BUILTIN_LOOP.get(key))
@@ -2289,7 +2377,7 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
     problems: list = []
     warnings: List[str] = []
     builtin = {"loop": _copy(BUILTIN_LOOP),
-               "ai_cmd_aliases": {name: preset[0] for name, preset in PRESETS.items()},
+               "ai_cmd_aliases": {name: cli.command for name, cli in PRESETS.items()},
                "procedures": {}}
     _merge(data, builtin, lambda path: (TIER_BUILTIN, None, None, None), provenance)
 
@@ -2334,6 +2422,41 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
     return config
 
 
+class AgentCommand(Record):
+    """The agent to run: its command (a template with {prompt_file} / {prompt}), its
+    environment, where it came from, and how its output is read (SPEC 12)."""
+
+    argv: List[str]
+    env: Dict[str, str]
+    source: str
+    preset: Optional[str]
+    format: str
+
+    def display(self) -> str:
+        import shlex
+
+        return " ".join(shlex.quote(part) if part not in (PROMPT_FILE_TOKEN, PROMPT_TOKEN)
+                        else part for part in self.argv)
+
+
+def _split_command(command: str, origin: str) -> List[str]:
+    import shlex
+
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise ConfigError("cannot parse the agent command from %s: %s" % (origin, exc)) from None
+    if not argv:
+        raise ConfigError("the agent command from %s is empty" % origin)
+    return argv
+
+
+def _which(program: str) -> Optional[str]:
+    import shutil
+
+    return shutil.which(program)
+
+
 def alias_definition(aliases: Mapping[str, Any], name: str
                      ) -> Optional[Tuple[str, str, Dict[str, str], Optional[str]]]:
     """(name, command, environment, format) of an alias -- a command string, or a mapping
@@ -2347,8 +2470,8 @@ def alias_definition(aliases: Mapping[str, Any], name: str
         env = {key: _scalar_text(setting) for key, setting in (value.get("env") or {}).items()}
         return name, value["command"], env, value.get("format")
     preset = PRESETS.get(name)
-    if preset is not None and value == preset[0]:
-        return name, value, dict(preset[1]), preset[2]
+    if preset is not None and value == preset.command:
+        return name, value, dict(preset.env or {}), preset_format(preset)
     return name, value, {}, None
 
 
@@ -2849,9 +2972,6 @@ class AgentResult(Record):
     output_bytes: int
     interrupted: Optional[int]      # the signal that interrupted the run
     seconds: float
-
-    __slots__ = ("exit_code", "signal", "timed_out", "signals", "tail", "output_bytes",
-                 "interrupted", "seconds")
 
 
 class _Child:
@@ -3511,9 +3631,6 @@ class StreamReport(Record):
     usage: Optional[Dict[str, Any]]
     notice: Optional[str]           # the last retry or warning the CLI reported
 
-    __slots__ = ("signals", "tail", "own_text", "error", "limit", "cut_short", "structured",
-                 "usage", "notice")
-
 
 class TextReader:
     """A text agent: its bytes go through unchanged (verbose, log); only counted."""
@@ -3582,12 +3699,13 @@ class EventReader:
 
     structured = True
 
-    def __init__(self, agent_format: AgentFormat, scanner: SignalScanner,
+    def __init__(self, agent_format: str, scanner: SignalScanner,
                  show_out: Optional[Callable[[bytes], None]],
                  show_err: Optional[Callable[[bytes], None]],
                  log: Optional[Callable[[bytes], None]], raw: Optional[Callable[[bytes], None]],
                  cwd: str, tail_bytes: int, warn: Callable[[str], None]) -> None:
-        self.format, self.scanner, self.warn = agent_format, scanner, warn
+        self.format, self.format_name = OUTPUT_FORMATS[agent_format], agent_format
+        self.scanner, self.warn = scanner, warn
         self.loads = json.loads
         self.show = _tee(show_out, log)
         self.show_err = _tee(show_err, log)
@@ -3685,7 +3803,7 @@ class EventReader:
                 # as the CLI's text and said once.
                 if not self.undecodable:
                     self.warn("an event of the agent's output could not be read as %s (%s); it is"
-                              " shown as text" % (self.format.name, exc))
+                              " shown as text" % (self.format_name, exc))
                 self.undecodable += 1
                 self._own_text(line)
                 return
@@ -3777,7 +3895,7 @@ class EventReader:
             # Nothing of the declared format came: judge the output as text (SPEC 12).
             if result.output_bytes:
                 self.warn("the agent's output held no %s events; it was judged as text (is"
-                          " --ai-format / ai_format right for this agent?)" % self.format.name)
+                          " --ai-format / ai_format right for this agent?)" % self.format_name)
             return StreamReport(signals=result.signals, tail=result.tail,
                                 own_text=result.tail[-LIMIT_SCAN_BYTES:], error=None, limit=None,
                                 cut_short=False, structured=False, usage=None, notice=None)
@@ -3873,41 +3991,25 @@ LIMIT_BACKOFF_START = 60
 LIMIT_BACKOFF_CAP = 1800
 # A printed time of day this far in the past is the same minute today, not tomorrow.
 RESET_PAST_TOLERANCE = 300
-# Limit messages, as (regex, kind; None: the matched words). The first group is what
-# the CLIs themselves print (Claude Code, Codex, Gemini): read in a failed text agent's
-# last 2 KB. The API wordings after it are too common in ordinary output (a web app's
-# failing tests say "429 Too Many Requests") to be read there; they classify only an
-# error a structured CLI reports.
-_CLI_LIMIT_MESSAGES = (
-    (r"You(?:'|’)ve hit your ((?:[\w']+ )*?limit)\b", None),       # Claude Code, Codex
-    (r"You(?:'|’)re out of (usage credits)", None),
-    (r"Your org is out of (usage)", None),
-    (r"API Error: Request rejected \(429\)", "rate limit"),
-    (r"API Error: Server is temporarily limiting requests", "rate limit"),
-    (r"You have exhausted your (daily quota)", None),               # Gemini
-    (r"\b(Quota exceeded)\. Check your plan and billing details", None),  # Codex
-    (r"exceeded retry limit, last status: 429", "rate limit"),
-)
+# Limit and authentication messages, as (regex, kind; None: the matched words). The
+# CLIs' own words (their rows' `words`) are read in a failed text agent's last 2 KB. The
+# API wordings added to them are too common in ordinary output (a web app's failing
+# tests say "429 Too Many Requests") to be read there; they classify only an error a
+# structured CLI reports.
+_CLI_LIMIT_MESSAGES = tuple({(pattern, kind): None for cli in AGENT_CLIS
+                             for cause, pattern, kind in cli.words if cause == CAUSE_LIMIT})
 _API_LIMIT_MESSAGES = _CLI_LIMIT_MESSAGES + (
     (r"exceeded your current (quota)", None),
     (r"\b(rate limit) (?:exceeded|reached)", None),
     (r"\b429\b[^\n]{0,40}\b(?:Too Many Requests|RESOURCE_EXHAUSTED|rate.?limit)", "rate limit"),
 )
-# Authentication failures in the same two kinds: the CLIs' own words, read in text; a
-# bare 401 or "Unauthorized" only in an error a structured CLI reports.
-_CLI_AUTH_MESSAGES = (
-    r"Invalid API key · Fix external API key", r"Please run /login", r"OAuth token has expired",
-    r"unexpected status 401 Unauthorized", r"\[API Error: 401\b", r"API key not valid",
-    r"API_KEY_INVALID", r"Incorrect API key provided", r"invalid x-api-key",
-)
+_CLI_AUTH_MESSAGES = tuple({pattern: None for cli in AGENT_CLIS
+                            for cause, pattern, _ in cli.words if cause == CAUSE_AUTH})
 _API_AUTH_MESSAGES = _CLI_AUTH_MESSAGES + (
     r"\b401\b", r"authentication_failed", r"Authentication failed", r"\bUnauthorized\b",
     r"Not logged in",
 )
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-# What classify_provider_error says of an error, and what the loop then does.
-TROUBLE_LIMIT = "limit"     # wait it out, run the iteration again
-TROUBLE_AUTH = "auth"       # stop: no later iteration can succeed
 
 
 def limit_in_text(text: str, patterns: Sequence[Tuple[str, Optional[str]]] = _API_LIMIT_MESSAGES
@@ -3926,14 +4028,14 @@ def auth_failure_in_text(text: str, patterns: Sequence[str] = _API_AUTH_MESSAGES
 
 def classify_provider_error(message: str, status: Optional[int], category: Optional[str]
                             ) -> Optional[str]:
-    """TROUBLE_AUTH, TROUBLE_LIMIT or None for an error a CLI reported (its message, the
+    """CAUSE_AUTH, CAUSE_LIMIT or None for an error a CLI reported (its message, the
     HTTP status, its own word for it: authentication_failed, rate_limit, ...)."""
     word = (category or "").lower()
     if status == 401 or word in ("authentication_failed", "authentication") or \
             auth_failure_in_text(message):
-        return TROUBLE_AUTH
+        return CAUSE_AUTH
     if status == 429 or word in ("rate_limit", "rate_limit_error") or limit_in_text(message):
-        return TROUBLE_LIMIT
+        return CAUSE_LIMIT
     return None
 
 
@@ -4009,12 +4111,10 @@ def limit_wait_seconds(resets_at: Optional[float], attempt: int, now: float) -> 
 class ProviderTrouble(Record):
     """An iteration that ended at a limit or on failed authentication (SPEC 13)."""
 
-    kind: str                       # TROUBLE_LIMIT | TROUBLE_AUTH
+    kind: str                       # CAUSE_LIMIT | CAUSE_AUTH
     limit: Optional[str]            # the limit's kind: five_hour, session limit, rate limit
     message: str                    # the CLI's own words
     resets_at: Optional[float]      # epoch, when known
-
-    __slots__ = ("kind", "limit", "message", "resets_at")
 
 
 def _limit_line(text: str) -> str:
@@ -4038,29 +4138,30 @@ def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bo
     if report.error is not None:
         message, status, category = report.error
         verdict = classify_provider_error(message, status, category)
-        if verdict == TROUBLE_AUTH:
-            return ProviderTrouble(kind=TROUBLE_AUTH, limit=None, message=message, resets_at=None)
-        if verdict == TROUBLE_LIMIT or report.limit is not None:
+        if verdict == CAUSE_AUTH:
+            return ProviderTrouble(kind=CAUSE_AUTH, limit=None, message=message, resets_at=None)
+        if verdict == CAUSE_LIMIT or report.limit is not None:
             kind = report.limit[0] if report.limit else (limit_in_text(message) or "rate limit")
             resets = report.limit[2] if report.limit and report.limit[2] else \
                 parse_reset_time(message, now)
-            return ProviderTrouble(kind=TROUBLE_LIMIT, limit=kind, message=message, resets_at=resets)
+            return ProviderTrouble(kind=CAUSE_LIMIT, limit=kind, message=message, resets_at=resets)
     if report.limit is not None:
         kind, said, resets = report.limit
         words = said or message or "the provider refused the request (%s limit)" % kind
-        return ProviderTrouble(kind=TROUBLE_LIMIT, limit=kind, message=words, resets_at=resets)
+        return ProviderTrouble(kind=CAUSE_LIMIT, limit=kind, message=words, resets_at=resets)
     if success_said:
         return None
     text = report.own_text.decode("utf-8", "replace")
-    if preset == "gemini" and exit_code == 41:  # Gemini CLI's "no usable auth" exit
-        return ProviderTrouble(kind=TROUBLE_AUTH, limit=None, message=telling_line(text) or "exit 41",
+    if preset in PRESETS and exit_code in PRESETS[preset].auth_exit_codes:
+        return ProviderTrouble(kind=CAUSE_AUTH, limit=None,
+                               message=telling_line(text) or "exit %d" % exit_code,
                                resets_at=None)
     named = limit_in_text(text, _CLI_LIMIT_MESSAGES)
     if named is not None:
-        return ProviderTrouble(kind=TROUBLE_LIMIT, limit=named, message=_limit_line(text),
+        return ProviderTrouble(kind=CAUSE_LIMIT, limit=named, message=_limit_line(text),
                                resets_at=parse_reset_time(text, now))
     if auth_failure_in_text(text, _CLI_AUTH_MESSAGES):
-        return ProviderTrouble(kind=TROUBLE_AUTH, limit=None, message=telling_line(text),
+        return ProviderTrouble(kind=CAUSE_AUTH, limit=None, message=telling_line(text),
                                resets_at=None)
     return None
 
@@ -4107,9 +4208,6 @@ class Gates(Record):
     message: Optional[str]
     timeout: float
 
-    __slots__ = ("verify", "done_when", "requires", "requires_hint", "same_error", "no_change",
-                 "commit", "push", "message", "timeout")
-
     def need_git(self) -> bool:
         return bool(self.commit or self.push or self.no_change)
 
@@ -4125,9 +4223,6 @@ class GateResult(Record):
     output: bytes
     timed_out: bool
     interrupted: Optional[int]
-
-    __slots__ = ("gate", "command", "exit_code", "signal", "seconds", "output", "timed_out",
-                 "interrupted")
 
 
 def run_gate(gate: str, command: str, *, cwd: str, guard: Optional[SignalGuard], timeout: float,
@@ -4193,8 +4288,6 @@ class GitResult(Record):
     err: str
     interrupted: Optional[int]
 
-    __slots__ = ("exit_code", "out", "err", "interrupted")
-
     def message(self) -> str:
         """git's telling line: the last one that is not a `hint:` (a hook's report
         included), else its exit code."""
@@ -4231,8 +4324,6 @@ class GitRepository(Record):
     git_dir: str
     common_dir: str
     reftable: bool                  # refs in a reftable: only git can read them
-
-    __slots__ = ("top", "git_dir", "common_dir", "reftable")
 
 
 def find_repository(cwd: str) -> Tuple[Optional[GitRepository], str]:
@@ -4856,12 +4947,6 @@ class RunPlan(Record):
     limit_wait: float
     heartbeat: float
 
-    __slots__ = ("procedure", "fragments", "context", "max_iterations", "failure_threshold",
-                 "iteration_timeout", "idle_timeout", "max_time", "max_cost", "delay", "backoff",
-                 "kill_grace", "feedback", "max_output_buffer", "signals", "agent", "env",
-                 "verbosity", "color", "cwd", "sources", "gates", "log_dir", "prompt_file",
-                 "prompt_text", "repo", "on_limit", "limit_wait", "heartbeat")
-
 
 class IterationRecord(Record):
     """One finished iteration: what the next prompt's PREVIOUS ITERATION section needs."""
@@ -4873,8 +4958,6 @@ class IterationRecord(Record):
     tail: bytes
     signals: frozenset
     source: str                     # whose output the tail is: the agent's, the verifier's
-
-    __slots__ = ("iteration", "outcome", "exit_code", "seconds", "tail", "signals", "source")
 
 
 class LoopState:
@@ -4940,7 +5023,7 @@ class _Run:
         if plan.agent is None:
             raise no_agent_error()
         self.agent: AgentCommand = plan.agent
-        self.format = AGENT_OUTPUT_FORMATS.get(self.agent.format)
+        self.format = OUTPUT_FORMATS.get(self.agent.format)
         self.state = LoopState(plan)
         self.stdout_sink = self.stderr_sink = None
         if plan.verbosity >= VERBOSE:
@@ -5113,7 +5196,7 @@ class _Run:
             return TextReader(self.stdout_sink, self.stderr_sink, self.log_sink)
         # The reader's own scanner sees only the agent's answer text (SPEC 12), so a marker
         # inside a tool's output is not a promise.
-        return EventReader(self.format, self.scanner(prompt), self.stdout_sink, self.stderr_sink,
+        return EventReader(self.agent.format, self.scanner(prompt), self.stdout_sink, self.stderr_sink,
                            self.log_sink, self.log.write_agent_stream if self.log is not None else None,
                            self.plan.cwd, self.plan.max_output_buffer, self.progress.warn)
 
@@ -5175,7 +5258,7 @@ class _Run:
         # and says so again if it was done (never believe "done" from a run that failed).
         trouble = find_provider_trouble(report, result.exit_code, SIGNAL_SUCCESS in report.signals,
                                         time.time(), self.agent.preset)
-        if trouble is not None and trouble.kind == TROUBLE_LIMIT:
+        if trouble is not None and trouble.kind == CAUSE_LIMIT:
             return self.limited(label, report, trouble, started, log_end)
 
         verified, check = None, None
@@ -5241,8 +5324,8 @@ class _Run:
             progress.warn("iteration %d: the agent reported no cost, so max_cost cannot be"
                           " checked against it" % number)
         log_end(outcome, verified, "%s: %s" % reason if reason else None)
-        if trouble is not None and trouble.kind == TROUBLE_AUTH:
-            login = PRESET_LOGINS.get(self.agent.preset or "")
+        if trouble is not None and trouble.kind == CAUSE_AUTH:
+            login = PRESETS[self.agent.preset].login if self.agent.preset in PRESETS else ""
             self.stop(STATUS_ERROR, "the agent cannot authenticate: %s%s" % (
                 _one_line(trouble.message, 300),
                 "; %s needs %s" % (self.agent.preset, login) if login else
@@ -6142,49 +6225,6 @@ def command_info(options: Any, name: str) -> int:
     return 0
 
 
-# Known traps of each preset (SPEC 9, ../shared/agent-presets.md): (preset, check) where
-# check(argv, env) returns (level, message) or None.
-def _preset_pitfalls(preset: str, argv: Sequence[str], env: Dict[str, str],
-                     cwd: str) -> List[Tuple[str, str]]:
-    found: List[Tuple[str, str]] = []
-    joined = " ".join(argv)
-    if preset == "claude":
-        root = hasattr(os, "geteuid") and os.geteuid() == 0
-        if root and env.get("IS_SANDBOX") != "1" and "skip-permissions" in joined:
-            found.append(("error", "claude refuses --dangerously-skip-permissions as root; run as"
-                                   " another user, or set IS_SANDBOX=1 inside a sandbox"))
-        found.append(("warning", "claude exits 0 even when tools were denied; a `verify` gate"
-                                 " checks the work itself"))
-    elif preset == "amp" and not env.get("AMP_API_KEY"):
-        found.append(("error", "amp without AMP_API_KEY waits forever for a login; set AMP_API_KEY"))
-    elif preset == "gemini" and "--skip-trust" not in argv and \
-            env.get("GEMINI_CLI_TRUST_WORKSPACE") != "true":
-        found.append(("warning", "gemini exits 55 in an untrusted folder; add --skip-trust or set"
-                                 " GEMINI_CLI_TRUST_WORKSPACE=true"))
-    elif preset == "codex" and "--skip-git-repo-check" not in argv and find_repository(cwd)[0] is None:
-        found.append(("error", "codex exec exits 1 outside a git repository without"
-                               " --skip-git-repo-check"))
-    elif preset == "cursor-agent":
-        if not env.get("CURSOR_API_KEY"):
-            found.append(("warning", "cursor-agent without CURSOR_API_KEY waits for a browser login"))
-        if "--trust" not in argv:
-            found.append(("warning", "cursor-agent refuses an untrusted folder with exit 0; add --trust"))
-    elif preset == "kiro-cli" and not env.get("KIRO_API_KEY"):
-        found.append(("warning", "kiro-cli runs headless only with KIRO_API_KEY (Pro plans)"))
-    elif preset == "goose" and sys.platform.startswith("linux") and \
-            not env.get("GOOSE_DISABLE_KEYRING") and not env.get("DBUS_SESSION_BUS_ADDRESS"):
-        found.append(("warning", "goose needs a keyring; on headless Linux set GOOSE_DISABLE_KEYRING=1"
-                                 " and the provider's API key"))
-    elif preset == "aider":
-        found.append(("warning", "aider exits 0 after API failures and never runs shell commands"
-                                 " itself; use a `verify` gate"))
-    elif preset == "copilot" and ("-p" in argv or "--prompt" in argv):
-        found.append(("error", "copilot ignores stdin when -p is given; drop -p"))
-    elif preset == "opencode" and "--auto" not in argv:
-        found.append(("warning", "opencode without --auto rejects permission requests silently"))
-    return found
-
-
 def command_doctor(options: Any, name: Optional[str]) -> int:
     """`doctor [procedure]`: the preflight checks, one line each; exit 2 on any error."""
     lines: List[Tuple[str, str]] = []
@@ -6239,15 +6279,18 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
             env = dict(os.environ)
             env.update(agent.env)
             preset = agent.preset or os.path.basename(agent.argv[0])
-            for level, message in _preset_pitfalls(preset, agent.argv, env, cwd):
-                report(level, "agent: " + message)
+            cli = PRESETS.get(preset)
+            in_repo = find_repository(cwd)[0] is not None
+            for level, applies, message in cli.pitfalls if cli is not None else ():
+                if applies(agent.argv, env, in_repo):
+                    report(level, "agent: " + message)
     if plan is not None:
         if plan.iteration_timeout is None and plan.idle_timeout is None:
             report("warning", "no iteration timeout: an agent that hangs (network retries, a login"
                               " prompt) stalls the loop; set --timeout or loop.iteration_timeout")
         if plan.idle_timeout is not None and agent is not None and agent.format == "text":
             preset = agent.preset or os.path.basename(agent.argv[0])
-            better = PRESETS[preset][2] if preset in PRESETS else "text"
+            better = preset_format(PRESETS[preset]) if preset in PRESETS else "text"
             fix = "the %s preset as shipped prints its structured output (format %s), which avoids" \
                   " it" % (preset, better) if better != "text" else "prefer --timeout"
             report("warning", "idle timeout with a text agent: some CLIs (claude -p among them) print"

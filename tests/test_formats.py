@@ -290,7 +290,7 @@ def test_max_cost_with_a_format_that_reports_no_cost_is_a_warning(workspace, age
 
 def test_the_reader_counts_tool_calls_and_shortens_paths_under_the_working_directory(workspace):
     shown = []
-    reader = rooda.EventReader(rooda.AGENT_OUTPUT_FORMATS["claude"],
+    reader = rooda.EventReader("claude",
                                rooda.SignalScanner({"SUCCESS": ["<promise>SUCCESS</promise>"]}, ""),
                                shown.append, None, None, None, "/tmp/cc-inv/q1sj/repo", 65536,
                                lambda message: None)

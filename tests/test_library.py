@@ -119,8 +119,8 @@ def test_list_and_info_survive_a_closed_stdout(command, tmp_path):
     ("aider", ["--message-file", "{prompt_file}", "--yes-always", "--no-pretty"], "text"),
 ])
 def test_presets_are_the_documented_unattended_forms(preset, needs, agent_format):
-    command, _, declared = rooda.PRESETS[preset]
-    argv = command.split()
+    cli = rooda.PRESETS[preset]
+    argv, declared = cli.command.split(), rooda.preset_format(cli)
     assert argv[0] == preset
     for flag in needs:
         assert flag in argv, (preset, flag)
