@@ -378,6 +378,23 @@ def _list(value: object) -> list:
     return value if isinstance(value, list) else []
 
 
+class _Tail:
+    """The last `size` bytes of a stream, kept as the chunks that came (not copies)."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.held = size, 0
+        self.chunks: "collections.deque[bytes]" = collections.deque()
+
+    def __call__(self, chunk: bytes) -> None:
+        self.chunks.append(chunk)
+        self.held += len(chunk)
+        while self.held - len(self.chunks[0]) >= self.size:
+            self.held -= len(self.chunks.popleft())
+
+    def bytes(self) -> bytes:
+        return b"".join(self.chunks)[-self.size:]
+
+
 class Ticker:
     """A callback due every `interval` seconds, fired by whatever the loop is waiting in
     (the agent's selector, a gate, a delay) -- never per output chunk, so the status line
@@ -2962,16 +2979,13 @@ def _terminate_escapees(own_pids: Iterable[int], grace: float, guard: Optional[S
 
 
 class AgentResult(Record):
-    """What one run of the agent produced."""
+    """How one run of a child (the agent, a gate, git) ended."""
 
     exit_code: int                  # shell convention: 128 + N when killed by signal N
-    signal: Optional[str]           # the signal's name, when killed by one
-    timed_out: Optional[str]        # "timeout" | "idle"
-    signals: frozenset              # signal kinds found: SUCCESS, FAILURE
-    tail: bytes                     # the last bytes of output (stdout and stderr interleaved)
-    output_bytes: int
-    interrupted: Optional[int]      # the signal that interrupted the run
-    seconds: float
+    killed_by: Optional[str] = None  # the name of the POSIX signal that killed it
+    timed_out: Optional[str] = None  # "timeout" | "idle"
+    interrupted: Optional[int] = None  # the signal (to rooda) that interrupted the run
+    seconds: float = 0.0
 
 
 class _Child:
@@ -3097,7 +3111,7 @@ class _SelectorPump:
     def streams_open(self) -> bool:
         return bool(self.readers)
 
-    def wait(self, timeout: Optional[float]) -> List[Tuple[str, bytes]]:
+    def read(self, timeout: Optional[float]) -> List[Tuple[str, bytes]]:
         """Output that arrived within `timeout` as (stream, chunk); b"" marks the end."""
         arrived: List[Tuple[str, bytes]] = []
         for key, _ in self.selector.select(timeout):
@@ -3198,7 +3212,7 @@ class _ThreadPump:
     def streams_open(self) -> bool:
         return self.open_streams > 0
 
-    def wait(self, timeout: Optional[float]) -> List[Tuple[str, bytes]]:
+    def read(self, timeout: Optional[float]) -> List[Tuple[str, bytes]]:
         arrived: List[Tuple[str, bytes]] = []
         try:
             arrived.append(self.queue.get(timeout=0.05 if timeout is None else min(timeout, 0.05)))
@@ -3220,161 +3234,151 @@ def _threaded_io() -> bool:
     return os.name == "nt" or os.environ.get("ROODA_THREADED_IO") == "1"
 
 
-def _communicate(proc: _Child, stdin_fd: Optional[int], out_fd: int, err_fd: int,
-                 prompt_bytes: bytes, scanner: SignalScanner, on_stdout, on_stderr, guard,
-                 iteration_timeout, idle_timeout, kill_grace, tail_bytes, started,
-                 subreaper: bool, ticker: Optional[Ticker] = None,
-                 seen_signals: int = 0) -> AgentResult:
-    """The loop of run_agent: feed stdin, pump and scan output, enforce the timeouts,
-    and terminate the process group (TERM, grace, KILL) when it must end.
+class _Supervision:
+    """One child from its start to its end (CPython's Popen._communicate, with more to
+    do): its pipes pumped to the sinks, its timeouts enforced, and its process group
+    ended (TERM, grace, KILL) when it must end. The state lives on self, and one method,
+    `due`, says what is due next and when -- used both to act and to sleep until then.
 
-    As subreaper we adopt the agent's orphans; those that die must be reaped here, or
+    As subreaper we adopt the child's orphans; those that die must be reaped here, or
     their zombies would keep the group alive for the whole grace period."""
-    pgid = proc.pid
-    pump = (_ThreadPump if _threaded_io() else _SelectorPump)(
-        stdin_fd, out_fd, err_fd, prompt_bytes, guard)
-    sinks = {"stdout": on_stdout, "stderr": on_stderr}
 
-    def group_alive() -> bool:
+    def __init__(self, child: _Child, pump: Any, sinks: Dict[str, Optional[Callable[[bytes], None]]],
+                 guard: Optional[SignalGuard], limits: Tuple[Optional[float], Optional[float], float],
+                 ticker: Optional[Ticker], seen_signals: int) -> None:
+        self.child, self.pump, self.sinks, self.guard, self.ticker = child, pump, sinks, guard, ticker
+        self.timeout, self.idle, self.grace = limits
+        self.subreaper = become_subreaper()
+        self.seen_signals = seen_signals
+        self.started = self.last_output = time.monotonic()
+        self.exited_at: Optional[float] = None   # when the child itself was seen to exit
+        self.term_at: Optional[float] = None     # when SIGTERM went to the group
+        self.kill_at: Optional[float] = None     # when SIGKILL went to the group
+        self.swept = False                       # escapees holding our pipes were ended
+        self.timed_out: Optional[str] = None     # "timeout" | "idle"
+        self.interrupted: Optional[int] = None   # the signal that interrupted the run
+
+    def group_alive(self) -> bool:
+        child = self.child
         if os.name == "nt":
-            return proc.returncode is None  # no process groups to probe
-        if not _group_alive(pgid):
+            return child.returncode is None  # no process groups to probe
+        if not _group_alive(child.pid):
             return False  # the common case: one syscall, no /proc
-        if subreaper and proc.returncode is not None:
-            _reap(_adopted((proc.pid,)))
-            return _group_alive(pgid)
+        if self.subreaper and child.returncode is not None:
+            _reap(_adopted((child.pid,)))
+            return _group_alive(child.pid)
         return True
 
-    tail: "collections.deque[bytes]" = collections.deque()  # the last chunks, not copies
-    tail_size = 0
-    output_bytes = 0
-    last_output = started
-    exited_at = None          # when the agent itself was seen to exit
-    term_at = None            # when SIGTERM went to the group
-    kill_at = None            # when SIGKILL went to the group
-    swept = False             # escapees holding our pipes were terminated
-    timed_out = None          # "timeout" | "idle"
-    interrupted = None        # the signal that interrupted this iteration
+    def terminate(self, now: float) -> None:
+        self.pump.close_stdin()
+        self.term_at = now
+        _signal_group(self.child.pid, signal.SIGTERM)
 
-    def terminate(now: float) -> None:
-        nonlocal term_at
-        pump.close_stdin()
-        term_at = now
-        _signal_group(pgid, signal.SIGTERM)
+    def kill(self, now: float) -> None:
+        self.kill_at = now
+        _signal_group(self.child.pid, signal.SIGKILL)
 
-    def kill(now: float) -> None:
-        nonlocal kill_at
-        kill_at = now
-        _signal_group(pgid, signal.SIGKILL)
+    def due(self) -> Tuple[float, str]:
+        """(when, what) is due next: "abandon" the pipes, "kill", "terminate", or end the
+        child for its "timeout" or "idle" limit; (inf, "") when nothing is."""
+        if self.kill_at is not None:
+            return self.kill_at + KILL_WAIT_SECONDS, "abandon"
+        if self.term_at is not None:
+            return self.term_at + self.grace, "kill"
+        if self.exited_at is not None:
+            return self.exited_at + DRAIN_SECONDS, "terminate"  # its children hold the pipes
+        limits = [(float("inf"), "")]
+        if self.timeout is not None:
+            limits.append((self.started + self.timeout, "timeout"))
+        if self.idle is not None:
+            limits.append((self.last_output + self.idle, "idle"))
+        return min(limits, key=lambda limit: limit[0])
 
-    try:
-        while True:
-            if proc.returncode is None:
-                proc.poll()
-            now = time.monotonic()
-            if proc.returncode is not None and exited_at is None:
-                exited_at = now
-            if guard is not None and guard.count != seen_signals:
-                seen_signals = guard.count
-                if interrupted is None:
-                    interrupted = guard.signum
-                if term_at is None:
-                    terminate(now)
-                elif kill_at is None:
-                    kill(now)  # a second signal during the grace period kills at once
-            pipes_open = pump.streams_open()
-            if exited_at is not None and not pipes_open:
-                if not group_alive():
-                    break
-                if term_at is None:
-                    terminate(now)  # leftovers that do not hold our pipes
-            elif exited_at is not None and term_at is not None and subreaper and not swept \
-                    and not group_alive():
-                # The group is gone yet the pipes are held: by descendants that left the
-                # group (setsid), now adopted by us. Terminate them rather than wait.
-                swept = True
-                _terminate_escapees((proc.pid,), kill_grace, guard)
-                continue
-            if kill_at is not None:
-                if now - kill_at >= KILL_WAIT_SECONDS:
-                    break  # something unkillable holds the pipes: give up on them
-            elif term_at is not None:
-                if now - term_at >= kill_grace:
-                    kill(now)
-            elif exited_at is None:
-                if iteration_timeout is not None and now - started >= iteration_timeout:
-                    timed_out = "timeout"
-                    terminate(now)
-                elif idle_timeout is not None and now - last_output >= idle_timeout:
-                    timed_out = "idle"
-                    terminate(now)
-            elif now - exited_at >= DRAIN_SECONDS:
-                terminate(now)  # the agent is gone; its children still hold the pipes
-
-            # How long to sleep: until the next deadline, or a short poll while waiting
-            # for a group to empty (its members' deaths send us no event unless adopted).
-            deadlines = []
-            if kill_at is not None:
-                deadlines.append(kill_at + KILL_WAIT_SECONDS)
-            elif term_at is not None:
-                deadlines.append(term_at + kill_grace)
-            elif exited_at is None:
-                if iteration_timeout is not None:
-                    deadlines.append(started + iteration_timeout)
-                if idle_timeout is not None:
-                    deadlines.append(last_output + idle_timeout)
+    def step(self) -> bool:
+        """Look, act on what is due, and wait for output; True when the child is done."""
+        child, guard, now = self.child, self.guard, time.monotonic()
+        if child.returncode is None and child.poll() is not None:
+            self.exited_at = now
+        if guard is not None and guard.count != self.seen_signals:
+            self.seen_signals = guard.count
+            self.interrupted = self.interrupted or guard.signum
+            if self.term_at is None:
+                self.terminate(now)
+            elif self.kill_at is None:
+                self.kill(now)  # a second signal during the grace period kills at once
+        pipes_open = self.pump.streams_open()
+        if self.exited_at is not None and not pipes_open:
+            if not self.group_alive():
+                return True
+            if self.term_at is None:
+                self.terminate(now)  # leftovers that do not hold our pipes
+        elif self.exited_at is not None and self.term_at is not None and self.subreaper \
+                and not self.swept and not self.group_alive():
+            # The group is gone yet the pipes are held: by descendants that left the group
+            # (setsid), now adopted by us. Terminate them rather than wait.
+            self.swept = True
+            _terminate_escapees((child.pid,), self.grace, guard)
+            return False
+        when, what = self.due()
+        if now >= when:
+            if what == "abandon":
+                return True  # something unkillable holds the pipes: give up on them
+            if what == "kill":
+                self.kill(now)
             else:
-                deadlines.append(exited_at + DRAIN_SECONDS)
-            if ticker is not None:
-                ticker.fire_if_due(now)
-                deadlines.append(ticker.due)
-            timeout = max(0.0, min(deadlines) - now) if deadlines else None
-            if term_at is not None or (exited_at is not None and not pipes_open):
-                timeout = GROUP_POLL_SECONDS if timeout is None else min(timeout, GROUP_POLL_SECONDS)
-            if pump.needs_polling and exited_at is None:
-                timeout = 0.05 if timeout is None else min(timeout, 0.05)
+                self.timed_out = what if what in ("timeout", "idle") else None
+                self.terminate(now)
+            return False
+        self.pump_output(now, when, pipes_open)
+        return False
 
-            arrived = pump.wait(timeout)
-            if guard is not None and guard.stop_requested:
-                # Ctrl+Z: the agent's group stops with us; the time stopped counts toward
-                # no timeout, so every deadline moves on by it.
-                paused = guard.suspend([pgid] if proc.returncode is None or group_alive() else [])
-                started += paused
-                last_output += paused
-                exited_at = exited_at + paused if exited_at is not None else None
-                term_at = term_at + paused if term_at is not None else None
-                kill_at = kill_at + paused if kill_at is not None else None
-            for name, chunk in arrived:
-                if not chunk:
-                    continue
-                output_bytes += len(chunk)
-                scanner.feed(name, chunk)
-                tail.append(chunk)
-                tail_size += len(chunk)
-                while tail_size - len(tail[0]) >= tail_bytes:
-                    tail_size -= len(tail.popleft())
-                sink = sinks[name]
-                if sink is not None:
-                    sink(chunk)
-            if arrived:
-                last_output = time.monotonic()
-    finally:
-        pump.close()
-        if proc.returncode is None:
-            _signal_group(pgid, signal.SIGKILL)
-            proc.wait(KILL_WAIT_SECONDS)  # an unkillable agent must not hang rooda
+    def pump_output(self, now: float, when: float, pipes_open: bool) -> None:
+        """Wait for output until `when` (or the ticker, or a short poll while a group
+        empties: its members' deaths send us no event unless adopted), and pass it on."""
+        timeout = when - now
+        if self.ticker is not None:
+            self.ticker.fire_if_due(now)
+            timeout = min(timeout, self.ticker.due - now)
+        if self.term_at is not None or (self.exited_at is not None and not pipes_open):
+            timeout = min(timeout, GROUP_POLL_SECONDS)
+        if self.pump.needs_polling and self.exited_at is None:
+            timeout = min(timeout, 0.05)
+        arrived = self.pump.read(None if timeout == float("inf") else max(timeout, 0.0))
+        if self.guard is not None and self.guard.stop_requested:
+            # Ctrl+Z: the group stops with us; the time stopped counts toward no timeout.
+            alive = self.child.returncode is None or self.group_alive()
+            self.shift(self.guard.suspend([self.child.pid] if alive else []))
+        for name, chunk in arrived:
+            sink = self.sinks[name]
+            if chunk and sink is not None:
+                sink(chunk)
+        if arrived:
+            self.last_output = time.monotonic()
 
-    code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
-    return AgentResult(
-        exit_code=128 - code if code < 0 else code,
-        signal=signal_name(-code) if code < 0 else None,
-        timed_out=timed_out,
-        signals=scanner.finish(),
-        tail=b"".join(tail)[-tail_bytes:],
-        output_bytes=output_bytes,
-        interrupted=interrupted,
-        seconds=time.monotonic() - started,
-    )
+    def shift(self, paused: float) -> None:
+        """Every moment the deadlines count from moves on by the time spent stopped."""
+        self.started += paused
+        self.last_output += paused
+        for name in ("exited_at", "term_at", "kill_at"):
+            if getattr(self, name) is not None:
+                setattr(self, name, getattr(self, name) + paused)
+
+    def run(self) -> AgentResult:
+        try:
+            while not self.step():
+                pass
+        finally:
+            self.pump.close()
+            if self.child.returncode is None:
+                _signal_group(self.child.pid, signal.SIGKILL)
+                self.child.wait(KILL_WAIT_SECONDS)  # an unkillable child must not hang rooda
+        if self.subreaper:
+            _terminate_escapees({self.child.pid}, self.grace, self.guard)
+        code = self.child.returncode if self.child.returncode is not None else -signal.SIGKILL
+        return AgentResult(exit_code=128 - code if code < 0 else code,
+                           killed_by=signal_name(-code) if code < 0 else None,
+                           timed_out=self.timed_out, interrupted=self.interrupted,
+                           seconds=time.monotonic() - self.started)
 
 
 def _refuse_nul(argv: Sequence[str], env: Optional[Dict[str, str]]) -> None:
@@ -3412,13 +3416,13 @@ def _enter(cwd: str) -> Optional[str]:
 
 
 def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]] = None,
-              cwd: Optional[str] = None, scanner: Optional[SignalScanner] = None,
-              on_stdout: Optional[Callable[[bytes], None]] = None,
+              cwd: Optional[str] = None, on_stdout: Optional[Callable[[bytes], None]] = None,
               on_stderr: Optional[Callable[[bytes], None]] = None,
               guard: Optional[SignalGuard] = None, iteration_timeout: Optional[float] = None,
               idle_timeout: Optional[float] = None, kill_grace: float = 5.0,
-              tail_bytes: int = 65536, ticker: Optional[Ticker] = None) -> AgentResult:
-    """Run the agent once and return what happened; no process of its group survives.
+              ticker: Optional[Ticker] = None) -> AgentResult:
+    """Run a program once (the agent, a gate, git), its output passed to the sinks as it
+    arrives, and return how it ended; no process of its group survives.
 
     The prompt goes to stdin, unless the command holds {prompt_file} (a temporary file
     with the prompt, removed afterwards) or {prompt} (the text as one argument); then
@@ -3434,7 +3438,7 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
         cwd = _enter(cwd)
     prompt_bytes = prompt.encode("utf-8")
     prompt_path = None
-    use_stdin = True
+    use_stdin = not any(PROMPT_FILE_TOKEN in part or PROMPT_TOKEN in part for part in argv)
     if any(PROMPT_FILE_TOKEN in part for part in argv):
         import tempfile
 
@@ -3442,29 +3446,19 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
         with os.fdopen(handle, "wb") as stream:
             stream.write(prompt_bytes)
         argv = [part.replace(PROMPT_FILE_TOKEN, prompt_path) for part in argv]
-        use_stdin = False
     if any(PROMPT_TOKEN in part for part in argv):
         argv = [part.replace(PROMPT_TOKEN, prompt) for part in argv]
-        use_stdin = False
-    scanner = scanner or SignalScanner({SIGNAL_SUCCESS: [], SIGNAL_FAILURE: []}, "")
-    subreaper = become_subreaper()
-    started = time.monotonic()
     # A signal that came before the start stops the run: nothing new is started after it
-    # (SPEC 7). One that comes from now on is seen by _communicate, which kills at once.
+    # (SPEC 7). One that comes from now on is seen by the supervision, which kills at once.
     seen_signals = guard.count if guard is not None else 0
     try:
         if guard is not None and guard.signum is not None:
-            return AgentResult(exit_code=128 + guard.signum, signal=None, timed_out=None,
-                               signals=frozenset(), tail=b"", output_bytes=0,
-                               interrupted=guard.signum, seconds=0.0)
+            return AgentResult(exit_code=128 + guard.signum, interrupted=guard.signum)
         child, stdin_fd, out_fd, err_fd = _spawn(argv, use_stdin, env, cwd)
-        result = _communicate(child, stdin_fd, out_fd, err_fd, prompt_bytes if use_stdin else b"",
-                              scanner, on_stdout, on_stderr, guard, iteration_timeout,
-                              idle_timeout, kill_grace, tail_bytes, started, subreaper, ticker,
-                              seen_signals)
-        if subreaper:
-            _terminate_escapees({child.pid}, kill_grace, guard)
-        return result
+        pump = (_ThreadPump if _threaded_io() else _SelectorPump)(
+            stdin_fd, out_fd, err_fd, prompt_bytes if use_stdin else b"", guard)
+        return _Supervision(child, pump, {"stdout": on_stdout, "stderr": on_stderr}, guard,
+                            (iteration_timeout, idle_timeout, kill_grace), ticker, seen_signals).run()
     finally:
         if prompt_path is not None:
             try:
@@ -3624,40 +3618,41 @@ class StreamReport(Record):
     signals: frozenset              # SUCCESS / FAILURE from the assistant's text (or raw bytes)
     tail: bytes                     # readable output for PREVIOUS ITERATION and the reason
     own_text: bytes                 # the last bytes of the CLI's own text: limit messages
-    error: Optional[Tuple[str, Optional[int], Optional[str]]]  # (message, status, category)
-    limit: Optional[Tuple[str, Optional[str], Optional[float]]]  # (kind, message, resets_at)
-    cut_short: bool                 # events of the format, but no run-ending one
-    structured: bool                # False: read as text (declared so, or no event seen)
-    usage: Optional[Dict[str, Any]]
-    notice: Optional[str]           # the last retry or warning the CLI reported
+    output_bytes: int
+    error: Optional[Tuple[str, Optional[int], Optional[str]]] = None  # (message, status, category)
+    limit: Optional[Tuple[str, Optional[str], Optional[float]]] = None  # (kind, message, resets_at)
+    cut_short: bool = False         # events of the format, but no run-ending one
+    structured: bool = False        # False: read as text (declared so, or no event seen)
+    usage: Optional[Dict[str, Any]] = None
+    notice: Optional[str] = None    # the last retry or warning the CLI reported
 
 
 class TextReader:
-    """A text agent: its bytes go through unchanged (verbose, log); only counted."""
+    """A text agent: its bytes go through unchanged (verbose, log), scanned for signals
+    as they come; the last `tail_bytes` of them are kept."""
 
     structured = False
 
-    def __init__(self, show_out: Optional[Callable[[bytes], None]],
-                 show_err: Optional[Callable[[bytes], None]],
-                 log: Optional[Callable[[bytes], None]]) -> None:
-        self.output_bytes = 0
-        out, err = _tee(show_out, log), _tee(show_err, log)
+    def __init__(self, scanner: SignalScanner, show_out: Optional[Callable[[bytes], None]],
+                 show_err: Optional[Callable[[bytes], None]], log: Optional[Callable[[bytes], None]],
+                 tail_bytes: int) -> None:
+        self.scanner, self.tail, self.output_bytes = scanner, _Tail(tail_bytes), 0
 
-        def on_stdout(chunk: bytes) -> None:
-            self.output_bytes += len(chunk)
-            if out is not None:
-                out(chunk)
-
-        def on_stderr(chunk: bytes) -> None:
-            self.output_bytes += len(chunk)
-            if err is not None:
-                err(chunk)
-        self.on_stdout, self.on_stderr = on_stdout, on_stderr
+        def sink(stream: str, show: Optional[Callable[[bytes], None]]) -> Callable[[bytes], None]:
+            def take(chunk: bytes) -> None:
+                self.output_bytes += len(chunk)
+                scanner.feed(stream, chunk)
+                self.tail(chunk)
+                if show is not None:
+                    show(chunk)
+            return take
+        self.on_stdout = sink("stdout", _tee(show_out, log))
+        self.on_stderr = sink("stderr", _tee(show_err, log))
 
     def finish(self, result: AgentResult) -> StreamReport:
-        return StreamReport(signals=result.signals, tail=result.tail,
-                            own_text=result.tail[-LIMIT_SCAN_BYTES:], error=None, limit=None,
-                            cut_short=False, structured=False, usage=None, notice=None)
+        tail = self.tail.bytes()
+        return StreamReport(signals=self.scanner.finish(), tail=tail, own_text=tail[-LIMIT_SCAN_BYTES:],
+                            output_bytes=self.output_bytes)
 
 
 def total_tokens(usage: Mapping[str, Any]) -> Optional[int]:
@@ -3699,26 +3694,27 @@ class EventReader:
 
     structured = True
 
-    def __init__(self, agent_format: str, scanner: SignalScanner,
+    def __init__(self, agent_format: str, scanner: SignalScanner, fallback: TextReader,
                  show_out: Optional[Callable[[bytes], None]],
                  show_err: Optional[Callable[[bytes], None]],
                  log: Optional[Callable[[bytes], None]], raw: Optional[Callable[[bytes], None]],
-                 cwd: str, tail_bytes: int, warn: Callable[[str], None]) -> None:
+                 cwd: str, warn: Callable[[str], None]) -> None:
         self.format, self.format_name = OUTPUT_FORMATS[agent_format], agent_format
-        self.scanner, self.warn = scanner, warn
+        # The assistant's text is scanned by `scanner`; the raw bytes by `fallback`, whose
+        # verdict stands when not one line was an event of the format (a wrong format
+        # must not hide SUCCESS).
+        self.scanner, self.fallback, self.warn = scanner, fallback, warn
         self.loads = json.loads
         self.show = _tee(show_out, log)
         self.show_err = _tee(show_err, log)
         self.raw = raw
         self.cwd = cwd.rstrip(os.sep) + os.sep
-        self.tail_bytes = tail_bytes
         self.pending: List[bytes] = []      # the open line, when it spans reads
         self.pending_size = 0
         self.dropping = False               # inside a line over MAX_EVENT_LINE
         self.dropped = 0                    # lines over MAX_EVENT_LINE
         self.undecodable = 0                # JSON the decoder could not make sense of
         self.events = 0                     # lines that were events of the format
-        self.output_bytes = 0
         self.tool_calls = 0
         self.last_tool = ""
         self.usage: Dict[str, Any] = {}
@@ -3728,16 +3724,19 @@ class EventReader:
         self.notice: Optional[str] = None
         self.assistant_text = False
         self.text_open = False              # the last text shown did not end its line
-        self.rendered: "collections.deque[bytes]" = collections.deque()
-        self.rendered_size = 0
+        self.rendered = _Tail(fallback.tail.size)  # the readable lines: reasons come from here
         self.own_text = b""
         self.on_stdout, self.on_stderr = self.feed, self.feed_stderr
+
+    @property
+    def output_bytes(self) -> int:
+        return self.fallback.output_bytes
 
     # -- input ----------------------------------------------------------------------
 
     def feed(self, chunk: bytes) -> None:
         """Standard output: whole lines are decoded, the open one kept (bounded)."""
-        self.output_bytes += len(chunk)
+        self.fallback.on_stdout(chunk)
         if self.raw is not None:
             self.raw(chunk)
         start = 0
@@ -3764,7 +3763,7 @@ class EventReader:
 
     def feed_stderr(self, chunk: bytes) -> None:
         """Standard error: no CLI here writes JSON to it -- the CLI's own text."""
-        self.output_bytes += len(chunk)
+        self.fallback.on_stderr(chunk)
         if self.show_err is not None:
             self.show_err(chunk)
         self.own_text = (self.own_text + chunk)[-LIMIT_SCAN_BYTES:]
@@ -3874,10 +3873,7 @@ class EventReader:
     def _emit(self, data: bytes) -> None:
         if self.show is not None:
             self.show(data)
-        self.rendered.append(data)
-        self.rendered_size += len(data)
-        while self.rendered_size - len(self.rendered[0]) >= self.tail_bytes:
-            self.rendered_size -= len(self.rendered.popleft())
+        self.rendered(data)
 
     # -- end --------------------------------------------------------------------------
 
@@ -3893,23 +3889,21 @@ class EventReader:
             self._line(line)
         if self.events == 0:
             # Nothing of the declared format came: judge the output as text (SPEC 12).
-            if result.output_bytes:
+            if self.fallback.output_bytes:
                 self.warn("the agent's output held no %s events; it was judged as text (is"
                           " --ai-format / ai_format right for this agent?)" % self.format_name)
-            return StreamReport(signals=result.signals, tail=result.tail,
-                                own_text=result.tail[-LIMIT_SCAN_BYTES:], error=None, limit=None,
-                                cut_short=False, structured=False, usage=None, notice=None)
+            return self.fallback.finish(result)
         if self.text_open:  # the assistant's last words did not end their line
             self._emit(b"\n")
             self.text_open = False
-        tail = b"".join(self.rendered)[-self.tail_bytes:]  # the reasons come from here
+        tail = self.rendered.bytes()  # the reasons come from here
         closing = self.usage_line()
         if closing:
             self._show(closing)
         self.usage.setdefault("tool_calls", self.tool_calls)
-        return StreamReport(signals=self.scanner.finish(), tail=tail,
-                            own_text=self.own_text, error=self.error, limit=self.limit,
-                            cut_short=self.ended is None, structured=True,
+        return StreamReport(signals=self.scanner.finish(), tail=tail, own_text=self.own_text,
+                            output_bytes=self.fallback.output_bytes, error=self.error,
+                            limit=self.limit, cut_short=self.ended is None, structured=True,
                             usage={name: self.usage.get(name) for name in USAGE_FIELDS},
                             notice=self.notice)
 
@@ -4218,9 +4212,9 @@ class GateResult(Record):
     gate: str
     command: str
     exit_code: int
-    signal: Optional[str]           # the signal's name, when the command was killed by one
+    killed_by: Optional[str]        # the name of the POSIX signal that killed it
     seconds: float
-    output: bytes
+    output: bytes                   # its last 8 KiB
     timed_out: bool
     interrupted: Optional[int]
 
@@ -4230,12 +4224,12 @@ def run_gate(gate: str, command: str, *, cwd: str, guard: Optional[SignalGuard],
              on_stderr: Optional[Callable[[bytes], None]] = None,
              ticker: Optional[Ticker] = None) -> GateResult:
     """Run a gate command with `sh -c` in the working directory, stdin empty."""
+    tail = _Tail(FEEDBACK_TAIL_BYTES * 4)
     result = run_agent(["sh", "-c", command], "", env=None, cwd=cwd, guard=guard,
-                       on_stdout=on_output, on_stderr=on_stderr or on_output,
-                       iteration_timeout=timeout, kill_grace=kill_grace,
-                       tail_bytes=FEEDBACK_TAIL_BYTES * 4, ticker=ticker)
+                       on_stdout=_tee(tail, on_output), on_stderr=_tee(tail, on_stderr or on_output),
+                       iteration_timeout=timeout, kill_grace=kill_grace, ticker=ticker)
     return GateResult(gate=gate, command=command, exit_code=result.exit_code,
-                      signal=result.signal, seconds=result.seconds, output=result.tail,
+                      killed_by=result.killed_by, seconds=result.seconds, output=tail.bytes(),
                       timed_out=result.timed_out is not None, interrupted=result.interrupted)
 
 
@@ -4306,7 +4300,7 @@ def git(args: Sequence[str], cwd: str, *, timeout: float = 60.0,
         result = run_agent(["git"] + list(args), "", env=env or git_environment(), cwd=cwd,
                            guard=guard, on_stdout=_tee(out.append, echo_out),
                            on_stderr=_tee(err.append, echo_err), iteration_timeout=timeout,
-                           kill_grace=kill_grace, tail_bytes=1)
+                           kill_grace=kill_grace)
     except RoodaError as exc:
         return GitResult(exit_code=127, out="", err=str(exc), interrupted=None)
     error = b"".join(err).decode("utf-8", "replace")
@@ -5158,10 +5152,10 @@ class _Run:
                 return False
             # 0 is done and every other exit "not yet" (make test exits 2, cargo test 101,
             # pytest 5): only a command that cannot run, or was killed, is an error.
-            if result.exit_code in (126, 127) or result.signal or result.timed_out:
+            if result.exit_code in (126, 127) or result.killed_by or result.timed_out:
                 excerpt = error_excerpt(result.output, 3)
                 how = ("did not finish within %s" % format_budget(gates.timeout) if result.timed_out
-                       else "was killed by %s" % result.signal if result.signal
+                       else "was killed by %s" % result.killed_by if result.killed_by
                        else "exited %d (it cannot run)" % result.exit_code)
                 self.stop(STATUS_ERROR, "done_when command `%s` %s%s" % (
                     gates.done_when, how, ": " + " | ".join(excerpt) if excerpt else ""))
@@ -5193,12 +5187,15 @@ class _Run:
     def reader(self, prompt: str) -> Any:
         """How this iteration's output is read: as text, or as events of the format."""
         if self.format is None:
-            return TextReader(self.stdout_sink, self.stderr_sink, self.log_sink)
+            return TextReader(self.scanner(prompt), self.stdout_sink, self.stderr_sink, self.log_sink,
+                              self.plan.max_output_buffer)
         # The reader's own scanner sees only the agent's answer text (SPEC 12), so a marker
         # inside a tool's output is not a promise.
-        return EventReader(self.agent.format, self.scanner(prompt), self.stdout_sink, self.stderr_sink,
-                           self.log_sink, self.log.write_agent_stream if self.log is not None else None,
-                           self.plan.cwd, self.plan.max_output_buffer, self.progress.warn)
+        fallback = TextReader(self.scanner(prompt), None, None, None, self.plan.max_output_buffer)
+        return EventReader(self.agent.format, self.scanner(prompt), fallback, self.stdout_sink,
+                           self.stderr_sink, self.log_sink,
+                           self.log.write_agent_stream if self.log is not None else None,
+                           self.plan.cwd, self.progress.warn)
 
     def iteration(self) -> bool:
         """Run one iteration and its gates; False when the loop must stop."""
@@ -5227,20 +5224,17 @@ class _Run:
             log.event("iteration_start", iteration=number,
                       prompt_sha256=hashlib.sha256(prompt_bytes).hexdigest(),
                       prompt_bytes=len(prompt_bytes), fragments=self.fragment_names)
-        # run_agent scans the raw bytes: the signals of a text agent, and for a structured one
-        # the fallback when not one line decoded (a wrong format must not hide SUCCESS).
-        scanner = self.scanner(prompt)
         reader = self.reader(prompt)
         env = dict(self.agent_env)
         env["ROODA_ITERATION"] = str(number)
         ticker = progress.begin(lambda: self.agent_status(label, started, reader),
                                 lambda: self.agent_heartbeat(label, started, reader))
         try:
-            result = run_agent(self.agent.argv, prompt, env=env, cwd=plan.cwd, scanner=scanner,
+            result = run_agent(self.agent.argv, prompt, env=env, cwd=plan.cwd,
                                on_stdout=reader.on_stdout, on_stderr=reader.on_stderr,
                                guard=self.guard, iteration_timeout=plan.iteration_timeout,
                                idle_timeout=plan.idle_timeout, kill_grace=plan.kill_grace,
-                               tail_bytes=plan.max_output_buffer, ticker=ticker)
+                               ticker=ticker)
         finally:
             progress.end()
         report = reader.finish(result)
@@ -5248,8 +5242,8 @@ class _Run:
             add_usage(state.usage, report.usage)
 
         def log_end(outcome: str, verified: Optional[bool] = None, reason: Optional[str] = None) -> None:
-            self.finish_log_iteration(number, result, report.signals, verified, outcome, head_before,
-                                      started, report.usage, reason)
+            self.finish_log_iteration(number, result, report, verified, outcome, head_before,
+                                      started, reason)
         if result.interrupted is not None:
             log_end(OUTCOME_INTERRUPTED)
             raise Interrupted(result.interrupted)
@@ -5354,8 +5348,8 @@ class _Run:
             return "timeout", "no output for %s" % format_budget(self.plan.idle_timeout or 0)
         if result.timed_out:
             return "timeout", "time limit of %s reached" % format_budget(self.plan.iteration_timeout or 0)
-        head = "exit %d" % result.exit_code if not result.signal else \
-            "killed by %s" % result.signal
+        head = "exit %d" % result.exit_code if not result.killed_by else \
+            "killed by %s" % result.killed_by
         if report.error is not None:
             return head, _one_line(report.error[0], 200)
         # The CLI's last notice (codex's `error` event, a retry message) often says why a run
@@ -5463,27 +5457,27 @@ class _Run:
             self.progress.warn("stuck.no_change: %s; this iteration is not counted" % problem)
         return value
 
-    def finish_log_iteration(self, number: int, result: AgentResult, signals: Iterable[str],
+    def finish_log_iteration(self, number: int, result: AgentResult, report: StreamReport,
                              verified: Optional[bool], outcome: str, head_before: Optional[str],
-                             started: float, usage: Optional[Mapping[str, Any]],
-                             reason: Optional[str]) -> None:
+                             started: float, reason: Optional[str]) -> None:
         log = self.log
         if log is None:
             return
         seconds = time.monotonic() - started
         head_after = read_head(self.plan.repo) if self.plan.repo is not None else None
+        usage, output_bytes = report.usage, report.output_bytes
         known = _usage_log_lines(usage or {})
         log.text("\n%s\nITERATION %d COMPLETE\nEnd Time: %s\nDuration: %s\n%sExit Code: %d\n"
                  "Outcome: %s\n%s%s\n\n" % (THIN_RULE, number, local_time(), format_duration(seconds),
                                             known, result.exit_code, outcome,
                                             "Reason: %s\n" % reason if reason else "", RULE))
         log.event("iteration_end", iteration=number, seconds=round(seconds, 3),
-                  exit_code=result.exit_code, signal=result.signal,
-                  signals=sorted(signals), outcome=outcome,
+                  exit_code=result.exit_code, signal=result.killed_by,
+                  signals=sorted(report.signals), outcome=outcome,
                   consecutive_failures=self.state.consecutive_failures,
                   verify=None if verified is None else ("pass" if verified else "fail"),
                   head_before=head_before, head_after=head_after,
-                  output_bytes=result.output_bytes, reason=reason,
+                  output_bytes=output_bytes, reason=reason,
                   usage=dict(usage) if usage else None)
 
 

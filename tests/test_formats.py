@@ -290,10 +290,10 @@ def test_max_cost_with_a_format_that_reports_no_cost_is_a_warning(workspace, age
 
 def test_the_reader_counts_tool_calls_and_shortens_paths_under_the_working_directory(workspace):
     shown = []
-    reader = rooda.EventReader("claude",
-                               rooda.SignalScanner({"SUCCESS": ["<promise>SUCCESS</promise>"]}, ""),
-                               shown.append, None, None, None, "/tmp/cc-inv/q1sj/repo", 65536,
-                               lambda message: None)
+    def scanner():
+        return rooda.SignalScanner({"SUCCESS": ["<promise>SUCCESS</promise>"]}, "")
+    reader = rooda.EventReader("claude", scanner(), rooda.TextReader(scanner(), None, None, None, 65536),
+                               shown.append, None, None, None, "/tmp/cc-inv/q1sj/repo", lambda message: None)
     with open(os.path.join(STREAMS, "claude-stream.jsonl"), "rb") as stream:
         data = stream.read()
     for start in range(0, len(data), 1000):  # reads that cut lines anywhere
