@@ -93,15 +93,13 @@ FAILING_OUTCOMES = (FAILURE, TIMEOUT, REJECTED)
 # Why an iteration did not succeed (SPEC 13, 15): the provider's part.
 CAUSE_AUTH = "auth"             # the CLI cannot authenticate: stop, no iteration can succeed
 CAUSE_LIMIT = "limit"           # a usage or rate limit: wait it out, run the iteration again
-# Loop statuses and the exit code each one ends with (interrupted: 128 + signal).
+# How a run ended (the .jsonl's session_end.status); STOPS gives each its exit code.
 STATUS_COMPLETED = "completed"
 STATUS_ABORTED = "aborted"
 STATUS_STUCK = "stuck"
 STATUS_INTERRUPTED = "interrupted"
 STATUS_ERROR = "error"
 STATUS_LIMITED = "limited"
-EXIT_CODES = {STATUS_COMPLETED: 0, STATUS_ABORTED: 1, STATUS_ERROR: 2, STATUS_STUCK: 3,
-              STATUS_LIMITED: 4}
 # Signal kinds, as they appear in the jsonl log and the iteration records.
 SIGNAL_SUCCESS = "SUCCESS"
 SIGNAL_FAILURE = "FAILURE"
@@ -3234,6 +3232,15 @@ def _threaded_io() -> bool:
     return os.name == "nt" or os.environ.get("ROODA_THREADED_IO") == "1"
 
 
+class Limits(Record):
+    """How long a child may run: in all, and without output (None: no limit); and the
+    grace between SIGTERM and SIGKILL when it must end."""
+
+    timeout: Optional[float] = None
+    idle: Optional[float] = None
+    grace: float = 5.0
+
+
 class _Supervision:
     """One child from its start to its end (CPython's Popen._communicate, with more to
     do): its pipes pumped to the sinks, its timeouts enforced, and its process group
@@ -3244,10 +3251,10 @@ class _Supervision:
     their zombies would keep the group alive for the whole grace period."""
 
     def __init__(self, child: _Child, pump: Any, sinks: Dict[str, Optional[Callable[[bytes], None]]],
-                 guard: Optional[SignalGuard], limits: Tuple[Optional[float], Optional[float], float],
-                 ticker: Optional[Ticker], seen_signals: int) -> None:
+                 guard: Optional[SignalGuard], limits: Limits, ticker: Optional[Ticker],
+                 seen_signals: int) -> None:
         self.child, self.pump, self.sinks, self.guard, self.ticker = child, pump, sinks, guard, ticker
-        self.timeout, self.idle, self.grace = limits
+        self.timeout, self.idle, self.grace = limits.timeout, limits.idle, limits.grace
         self.subreaper = become_subreaper()
         self.seen_signals = seen_signals
         self.started = self.last_output = time.monotonic()
@@ -3418,8 +3425,7 @@ def _enter(cwd: str) -> Optional[str]:
 def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]] = None,
               cwd: Optional[str] = None, on_stdout: Optional[Callable[[bytes], None]] = None,
               on_stderr: Optional[Callable[[bytes], None]] = None,
-              guard: Optional[SignalGuard] = None, iteration_timeout: Optional[float] = None,
-              idle_timeout: Optional[float] = None, kill_grace: float = 5.0,
+              guard: Optional[SignalGuard] = None, limits: Limits = Limits(),
               ticker: Optional[Ticker] = None) -> AgentResult:
     """Run a program once (the agent, a gate, git), its output passed to the sinks as it
     arrives, and return how it ended; no process of its group survives.
@@ -3457,8 +3463,8 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
         child, stdin_fd, out_fd, err_fd = _spawn(argv, use_stdin, env, cwd)
         pump = (_ThreadPump if _threaded_io() else _SelectorPump)(
             stdin_fd, out_fd, err_fd, prompt_bytes if use_stdin else b"", guard)
-        return _Supervision(child, pump, {"stdout": on_stdout, "stderr": on_stderr}, guard,
-                            (iteration_timeout, idle_timeout, kill_grace), ticker, seen_signals).run()
+        return _Supervision(child, pump, {"stdout": on_stdout, "stderr": on_stderr}, guard, limits,
+                            ticker, seen_signals).run()
     finally:
         if prompt_path is not None:
             try:
@@ -3953,11 +3959,14 @@ def _usage_log_lines(usage: Mapping[str, Any]) -> str:
 
 def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: Optional[str] = None,
                      verified: Optional[bool] = None, reported_error: bool = False,
-                     cut_short: bool = False) -> str:
-    """The outcome matrix of SPEC 5: output signals win over the exit code -- but not over
-    an error the CLI itself reports (SPEC 12): that is a failure whatever was said."""
+                     cut_short: bool = False, limited: bool = False, git_failed: bool = False) -> str:
+    """The outcome matrix of SPEC 5, whole: a provider limit first (not a failure: waited
+    out), then an error the CLI itself reports (SPEC 12) and a failed commit or push --
+    failures whatever was said; then output signals win over the exit code."""
     signals = set(signals)
-    if reported_error:
+    if limited:
+        return LIMITED
+    if reported_error or git_failed:
         return FAILURE
     if SIGNAL_SUCCESS in signals:
         return REJECTED if verified is False else COMPLETED
@@ -4170,6 +4179,35 @@ def _limit_words(trouble: ProviderTrouble, now: float) -> str:
                                                  format_duration(max(trouble.resets_at - now, 0)))
 
 
+# The ways a run stops (SPEC 5, 13): the status it ends with, its exit code (None: 128 +
+# the signal that interrupted it) and its closing line, filled in from the run's
+# figures. The reason words of the log summary and session_end are kept apart.
+STOP_SUCCESS, STOP_CAP, STOP_TIME, STOP_COST = "success", "cap", "time", "cost"
+STOP_DONE_WHEN, STOP_ABORTED, STOP_STUCK, STOP_LIMITED, STOP_ERROR = \
+    "done_when", "aborted", "stuck", "limited", "error"
+STOP_INTERRUPTED, STOP_INTERRUPTED_BETWEEN, STOP_INTERRUPTED_WAITING = \
+    "interrupted", "interrupted between", "interrupted waiting"
+STOPS = {
+    STOP_SUCCESS: (STATUS_COMPLETED, 0, "Completed: agent signalled SUCCESS ({done}, total: {total})"),
+    STOP_CAP: (STATUS_COMPLETED, 0, "Reached max iterations: {cap} (total: {total})"),
+    STOP_TIME: (STATUS_COMPLETED, 0, "Completed: time budget of {max_time} reached ({done}, total: {total})"),
+    STOP_COST: (STATUS_COMPLETED, 0, "Completed: cost budget of {max_cost} reached ({done}, total: {total})"),
+    STOP_DONE_WHEN: (STATUS_COMPLETED, 0,
+                     "Completed: done_when reports nothing left to do ({done}, total: {total})"),
+    STOP_ABORTED: (STATUS_ABORTED, 1,
+                   "Aborting after {failures} consecutive failures ({done} completed, total: {total})"),
+    STOP_STUCK: (STATUS_STUCK, 3, "Stuck: {reason} ({done} completed, total: {total})"),
+    STOP_LIMITED: (STATUS_LIMITED, 4, "Stopped at a {reason} ({done} completed, total: {total})"),
+    STOP_ERROR: (STATUS_ERROR, 2, "{reason}"),
+    STOP_INTERRUPTED: (STATUS_INTERRUPTED, None, "Interrupted by {signal} during iteration {during}"
+                       " ({done} completed, total: {total})"),
+    STOP_INTERRUPTED_BETWEEN: (STATUS_INTERRUPTED, None, "Interrupted by {signal} between iterations"
+                               " ({done} completed, total: {total})"),
+    STOP_INTERRUPTED_WAITING: (STATUS_INTERRUPTED, None, "Interrupted by {signal} while waiting for a"
+                               " usage limit to reset ({done} completed, total: {total})"),
+}
+
+
 # ----------------------------------------------------------------------
 # 12. Gates and git
 # ----------------------------------------------------------------------
@@ -4227,7 +4265,7 @@ def run_gate(gate: str, command: str, *, cwd: str, guard: Optional[SignalGuard],
     tail = _Tail(FEEDBACK_TAIL_BYTES * 4)
     result = run_agent(["sh", "-c", command], "", env=None, cwd=cwd, guard=guard,
                        on_stdout=_tee(tail, on_output), on_stderr=_tee(tail, on_stderr or on_output),
-                       iteration_timeout=timeout, kill_grace=kill_grace, ticker=ticker)
+                       limits=Limits(timeout=timeout, grace=kill_grace), ticker=ticker)
     return GateResult(gate=gate, command=command, exit_code=result.exit_code,
                       killed_by=result.killed_by, seconds=result.seconds, output=tail.bytes(),
                       timed_out=result.timed_out is not None, interrupted=result.interrupted)
@@ -4299,8 +4337,8 @@ def git(args: Sequence[str], cwd: str, *, timeout: float = 60.0,
     try:
         result = run_agent(["git"] + list(args), "", env=env or git_environment(), cwd=cwd,
                            guard=guard, on_stdout=_tee(out.append, echo_out),
-                           on_stderr=_tee(err.append, echo_err), iteration_timeout=timeout,
-                           kill_grace=kill_grace)
+                           on_stderr=_tee(err.append, echo_err),
+                           limits=Limits(timeout=timeout, grace=kill_grace))
     except RoodaError as exc:
         return GitResult(exit_code=127, out="", err=str(exc), interrupted=None)
     error = b"".join(err).decode("utf-8", "replace")
@@ -4627,6 +4665,56 @@ class SessionLog:
         except OSError as exc:
             self._failed(exc)
 
+    # -- the shapes: seed 002's .log for people, SPEC 8's events for programs ------------
+
+    def session_start(self, plan: "RunPlan", agent: "AgentCommand", started_wall: float) -> None:
+        cap = plan.max_iterations
+        self.text("%s\nROODA SESSION\n%s\nVersion: %s\nProcedure: %s\nAgent: %s\nOutput Format: %s\n"
+                  "Max Iterations: %s\nFailure Threshold: %d\nWorking Directory: %s\nStart Time: %s\n%s\n\n"
+                  % (RULE, RULE, __version__, plan.procedure, agent.display(), agent.format,
+                     "unlimited" if cap is None else cap, plan.failure_threshold, plan.cwd,
+                     local_time(started_wall), RULE))
+        self.event("session_start", version=__version__, procedure=plan.procedure, agent=list(agent.argv),
+                   max_iterations=cap, failure_threshold=plan.failure_threshold, cwd=plan.cwd,
+                   pid=os.getpid(), log=self.path)
+
+    def iteration_start(self, number: int, procedure: str, prompt: str, fragments: List[str]) -> None:
+        import hashlib
+
+        data = prompt.encode("utf-8")
+        self.text("%s\nITERATION %d\n%s\nProcedure: %s\nStart Time: %s\n%s\n" % (
+            RULE, number, RULE, procedure, local_time(), THIN_RULE))
+        self.event("iteration_start", iteration=number, prompt_sha256=hashlib.sha256(data).hexdigest(),
+                   prompt_bytes=len(data), fragments=fragments)
+
+    def iteration_end(self, **fields: Any) -> None:
+        """The iteration's footer and its iteration_end event, from the event's fields."""
+        reason = fields["reason"]
+        self.text("\n%s\nITERATION %d COMPLETE\nEnd Time: %s\nDuration: %s\n%sExit Code: %d\n"
+                  "Outcome: %s\n%s%s\n\n" % (
+                      THIN_RULE, fields["iteration"], local_time(), format_duration(fields["seconds"]),
+                      _usage_log_lines(fields["usage"] or {}), fields["exit_code"], fields["outcome"],
+                      "Reason: %s\n" % reason if reason else "", RULE))
+        self.event("iteration_end", **fields)
+
+    def gate_start(self, gate: str, command: str) -> None:
+        self.text("--- %s: %s ---\n" % (gate, command))
+
+    def gate_end(self, gate: str, command: str, exit_code: int, seconds: float) -> None:
+        self.text("--- %s exited %d after %s ---\n" % (gate, exit_code, format_duration(seconds)))
+        self.event("gate", gate=gate, command=command, exit_code=exit_code, seconds=round(seconds, 3))
+
+    def session_end(self, state: "LoopState", summary: str) -> None:
+        cost = state.usage.get("cost_usd")
+        self.text("%s\nSESSION SUMMARY\n%s\nTotal Iterations: %d\nSuccessful: %d\nFailed: %d\n"
+                  "Total Duration: %s\n%sExit Reason: %s\nExit Code: %d\n%s\n" % (
+                      RULE, RULE, state.finished, state.finished - state.failures, state.failures,
+                      format_duration(state.elapsed()), "Total Cost: $%.4f\n" % cost if cost is not None
+                      else "", summary, state.exit_code(), RULE))
+        self.event("session_end", status=state.status, reason=state.reason, iterations=state.finished,
+                   seconds=round(state.elapsed(), 3), exit_code=state.exit_code(),
+                   usage=state.usage_totals())
+
     def close(self) -> None:
         for fd in (self.log_fd, self.jsonl_fd, self.agent_fd):
             if fd is not None:
@@ -4832,9 +4920,9 @@ class Progress:
         if self.verbosity >= NORMAL:
             self._write(message)
 
-    def note(self, text: str) -> None:
-        """An indented line under the previous one, no clock (a failing iteration's reason)."""
-        if self.verbosity >= NORMAL:
+    def indented(self, text: str, even_quiet: bool = False) -> None:
+        """A line under the previous one, no clock (a failing iteration's reason)."""
+        if self.verbosity >= NORMAL or even_quiet:
             self._emit(text + "\n")
 
     def always(self, message: str) -> None:
@@ -4845,10 +4933,6 @@ class Progress:
 
     def error(self, message: str) -> None:
         self._write(self._paint("ERROR:", "31") + " " + message)
-
-    def detail(self, text: str) -> None:
-        """A continuation line under the previous one (no clock), shown even when quiet."""
-        self._emit(text + "\n")
 
     def outcome(self, outcome: str) -> str:
         code = {SUCCESS: "32", COMPLETED: "32", LIMITED: "33"}.get(outcome, "31")
@@ -4899,8 +4983,11 @@ def _same_file(first: TextIO, second: TextIO) -> bool:
 # ----------------------------------------------------------------------
 # 14. The loop
 # ----------------------------------------------------------------------
-# One _Run per run: before_iteration (SPEC 5's checks in order), iteration (prompt,
-# agent, gates, outcome), the stop, and run_loop, which opens and closes the session.
+# One _Run per run. before_iteration is SPEC 5's checklist, in its order. An iteration
+# is a few steps a reader can hold: begin (prompt, HEAD, the log's header), run the
+# agent, judge (provider trouble, verify, the outcome, git), count (state only),
+# announce (progress and log only), and decide what comes next (a wait, a stop, or the
+# next iteration). run_loop opens and closes the session.
 
 class RunPlan(Record):
     """Everything a run needs, resolved from the configuration and the command line.
@@ -4936,10 +5023,10 @@ class RunPlan(Record):
     log_dir: Optional[str]
     prompt_file: Optional[str]
     prompt_text: Optional[str]
-    repo: Optional[GitRepository]
     on_limit: str
     limit_wait: float
     heartbeat: float
+    repo: Optional[GitRepository] = None
 
 
 class IterationRecord(Record):
@@ -4948,28 +5035,21 @@ class IterationRecord(Record):
     iteration: int
     outcome: str
     exit_code: int
-    seconds: float
     tail: bytes
-    signals: frozenset
     source: str                     # whose output the tail is: the agent's, the verifier's
 
 
 class LoopState:
-    """The loop's mutable state (seed 000's IterationState, with the gates' counters)."""
+    """The loop's mutable state: counters, the stop, and what the next iteration needs."""
 
-    def __init__(self, plan: RunPlan) -> None:
-        self.iteration = 0                  # iterations finished (0-based inside, 1-based on screen)
-        self.max_iterations = plan.max_iterations  # None: unlimited
+    def __init__(self) -> None:
+        self.finished = 0                   # iterations finished (the next is finished + 1)
+        self.failures = 0                   # of them, failed (the others succeeded)
         self.consecutive_failures = 0
-        self.failure_threshold = plan.failure_threshold
         self.started = time.monotonic()
         self.started_wall = time.time()
-        self.status = "running"
-        self.reason = ""                    # why it stopped, in words (log summary, jsonl)
-        self.procedure = plan.procedure
-        self.durations: List[float] = []
-        self.successes = 0
-        self.failures = 0
+        self.stop: Optional[str] = None     # how the run stopped: a key of STOPS
+        self.reason = ""                    # why, in words (the log summary, session_end)
         self.previous: Optional[IterationRecord] = None
         self.interrupted_by: Optional[int] = None
         self.interrupted_during: Optional[int] = None
@@ -4979,21 +5059,43 @@ class LoopState:
         self.stuck_excerpt: List[str] = []
         self.last_reason: Optional[Tuple[str, str]] = None  # ("exit 1", "API Error: ...")
         self.usage: Dict[str, Any] = {}     # the run's totals of what the agent reported
-        self.limited = 0                    # consecutive iterations that ended at a limit
+        self.limited = 0                    # consecutive attempts that ended at a limit
         self.limited_since: Optional[float] = None  # when the first of them ended
         self.waiting_for_limit = False      # a signal now interrupts a limit wait
-        self.limit_stop: Optional[ProviderTrouble] = None
+
+    @property
+    def status(self) -> str:
+        return STOPS[self.stop][0] if self.stop else "running"
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
     def exit_code(self) -> int:
-        if self.status == STATUS_INTERRUPTED:
-            return 128 + (self.interrupted_by or signal.SIGINT)
-        return EXIT_CODES[self.status]
+        code = STOPS[self.stop][1] if self.stop else None
+        return 128 + (self.interrupted_by or signal.SIGINT) if code is None else code
 
     def usage_totals(self) -> Optional[Dict[str, Any]]:
         return {name: self.usage.get(name) for name in USAGE_FIELDS} if self.usage else None
+
+
+class _Attempt:
+    """One iteration under way: what its steps found, in the order they found it."""
+
+    def __init__(self, number: int, label: str) -> None:
+        self.number, self.label = number, label
+        self.started = time.monotonic()
+        self.prompt = ""
+        self.head_before: Optional[str] = None
+        self.tree_before: Optional[str] = None
+        self.result: Optional[AgentResult] = None
+        self.report: Optional[StreamReport] = None
+        self.trouble: Optional[ProviderTrouble] = None
+        self.check: Optional[GateResult] = None     # verify's run
+        self.verified: Optional[bool] = None
+        self.git_problem: Optional[str] = None
+        self.outcome = ""
+        self.reason: Optional[Tuple[str, str]] = None  # a failure's ("exit 1", "<its line>")
+        self.feedback, self.source = b"", "the agent's"  # what the next prompt quotes, whose
 
 
 def _agent_env(plan: RunPlan, agent: AgentCommand) -> Dict[str, str]:
@@ -5013,12 +5115,11 @@ class _Run:
     def __init__(self, plan: RunPlan, progress: Progress, guard: SignalGuard,
                  log: Optional[SessionLog], out: Optional[Outlet] = None,
                  err: Optional[Outlet] = None) -> None:
+        assert plan.agent is not None
         self.plan, self.progress, self.guard, self.log = plan, progress, guard, log
-        if plan.agent is None:
-            raise no_agent_error()
         self.agent: AgentCommand = plan.agent
         self.format = OUTPUT_FORMATS.get(self.agent.format)
-        self.state = LoopState(plan)
+        self.state = LoopState()
         self.stdout_sink = self.stderr_sink = None
         if plan.verbosity >= VERBOSE:
             self.stdout_sink = out.write if out is not None else None
@@ -5030,20 +5131,19 @@ class _Run:
         self.markers = signal_markers(plan.signals)
         self.fragment_names = _fragment_names(plan)  # for the logs: the same every iteration
 
-    # -- gates and git --------------------------------------------------------------------
+    # -- gates, git and waits -------------------------------------------------------------
 
     def gate(self, gate: str, command: str) -> GateResult:
         """Run a gate, showing its output in verbose mode and logging it; announced when
         it takes long or fails (SPEC 5 rev 2)."""
         plan = self.plan
         if self.log is not None:
-            self.log.text("--- %s: %s ---\n" % (gate, command))
+            self.log.gate_start(gate, command)
         started = time.monotonic()
+        shown = _one_line(command, 60)
         ticker = self.progress.begin(
-            lambda: "%s: %s · %s" % (gate, _one_line(command, 60),
-                                     format_duration(time.monotonic() - started)),
-            lambda: "%s: %s still running (%s)" % (
-                gate, _one_line(command, 60), format_duration(time.monotonic() - started)))
+            lambda: "%s: %s · %s" % (gate, shown, format_duration(time.monotonic() - started)),
+            lambda: "%s: %s still running (%s)" % (gate, shown, format_duration(time.monotonic() - started)))
         try:
             result = run_gate(gate, command, cwd=plan.cwd, guard=self.guard,
                               timeout=plan.gates.timeout, kill_grace=plan.kill_grace,
@@ -5051,7 +5151,8 @@ class _Run:
                               on_stderr=_tee(self.stderr_sink, self.log_sink), ticker=ticker)
         finally:
             self.progress.end()
-        self.record_gate(gate, command, result.exit_code, result.seconds)
+        if self.log is not None:
+            self.log.gate_end(gate, command, result.exit_code, result.seconds)
         if result.interrupted is not None:
             raise Interrupted(result.interrupted)
         if result.timed_out:
@@ -5077,19 +5178,19 @@ class _Run:
         commit or a push: what runs hooks and changes something) it is a gate, shown in
         verbose mode and logged with its output; the plumbing around it (add, diff, ...)
         is logged only when it fails, with git's output."""
-        plan = self.plan
+        plan, log = self.plan, self.log
         shown = "git " + " ".join(args)
-        if record and self.log is not None:
-            self.log.text("--- git: %s ---\n" % shown)
+        if record and log is not None:
+            log.gate_start(GATE_GIT, shown)
         started = time.monotonic()
         result = git(args, plan.cwd, timeout=plan.gates.timeout, env=env, guard=self.guard,
                      kill_grace=plan.kill_grace,
                      echo_out=_tee(self.stdout_sink, self.log_sink) if record else None,
                      echo_err=_tee(self.stderr_sink, self.log_sink) if record else None)
-        if record:
-            self.record_gate(GATE_GIT, shown, result.exit_code, time.monotonic() - started)
-        elif result.exit_code != 0 and args[0] in ("add", "rm", "write-tree") and self.log is not None:
-            self.log.text("--- git: %s ---\n%s%s--- git exited %d ---\n" % (
+        if record and log is not None:
+            log.gate_end(GATE_GIT, shown, result.exit_code, time.monotonic() - started)
+        elif result.exit_code != 0 and args[0] in ("add", "rm", "write-tree") and log is not None:
+            log.text("--- git: %s ---\n%s%s--- git exited %d ---\n" % (
                 shown, result.out, result.err, result.exit_code))
         if result.interrupted is not None:
             raise Interrupted(result.interrupted)
@@ -5099,12 +5200,6 @@ class _Run:
         """Stop at once when a signal has arrived: nothing new is started after it."""
         if self.guard.signum is not None:
             raise Interrupted(self.guard.signum)
-
-    def record_gate(self, gate: str, command: str, exit_code: int, seconds: float) -> None:
-        if self.log is not None:
-            self.log.text("--- %s exited %d after %s ---\n" % (gate, exit_code, format_duration(seconds)))
-            self.log.event("gate", gate=gate, command=command, exit_code=exit_code,
-                           seconds=round(seconds, 3))
 
     def wait(self, seconds: float, status: Callable[[float], str], beat: Callable[[float], str]) -> None:
         """Wait (a delay, a usage limit): a countdown on the terminal, heartbeats off it,
@@ -5120,12 +5215,15 @@ class _Run:
 
     # -- stops --------------------------------------------------------------------------
 
-    def stop(self, status: str, reason: str) -> None:
-        self.state.status, self.state.reason = status, reason
+    def stop(self, stop: str, reason: str) -> bool:
+        """The run stops, for `reason` (the words of the log's summary); False, for the
+        loop's `while`."""
+        self.state.stop, self.state.reason = stop, reason
+        return False
 
     def interrupted(self, signum: int, during: Optional[int]) -> None:
         self.state.interrupted_by, self.state.interrupted_during = signum, during
-        self.stop(STATUS_INTERRUPTED, "interrupted by %s" % signal_name(signum))
+        self.stop(STOP_INTERRUPTED, "interrupted by %s" % signal_name(signum))
 
     def before_iteration(self) -> bool:
         """SPEC 5's checks before an iteration, in order; False when the loop must stop."""
@@ -5134,22 +5232,17 @@ class _Run:
         self.checkpoint()
         # The threshold first, so that a cap of 1 with a threshold of 1 aborts (seed 000).
         if state.consecutive_failures >= plan.failure_threshold:
-            self.stop(STATUS_ABORTED, "%d consecutive failures" % state.consecutive_failures)
-            return False
-        if plan.max_iterations is not None and state.iteration >= plan.max_iterations:
-            self.stop(STATUS_COMPLETED, "max iterations")
-            return False
+            return self.stop(STOP_ABORTED, "%d consecutive failures" % state.consecutive_failures)
+        if plan.max_iterations is not None and state.finished >= plan.max_iterations:
+            return self.stop(STOP_CAP, "max iterations")
         if plan.max_time is not None and state.elapsed() >= plan.max_time:
-            self.stop(STATUS_COMPLETED, "time budget")
-            return False
+            return self.stop(STOP_TIME, "time budget")
         if plan.max_cost is not None and state.usage.get("cost_usd", 0) >= plan.max_cost:
-            self.stop(STATUS_COMPLETED, "cost budget")
-            return False
+            return self.stop(STOP_COST, "cost budget")
         if gates.done_when:
             result = self.gate(GATE_DONE_WHEN, gates.done_when)
             if result.exit_code == 0:
-                self.stop(STATUS_COMPLETED, "done_when")
-                return False
+                return self.stop(STOP_DONE_WHEN, "done_when")
             # 0 is done and every other exit "not yet" (make test exits 2, cargo test 101,
             # pytest 5): only a command that cannot run, or was killed, is an error.
             if result.exit_code in (126, 127) or result.killed_by or result.timed_out:
@@ -5157,18 +5250,16 @@ class _Run:
                 how = ("did not finish within %s" % format_budget(gates.timeout) if result.timed_out
                        else "was killed by %s" % result.killed_by if result.killed_by
                        else "exited %d (it cannot run)" % result.exit_code)
-                self.stop(STATUS_ERROR, "done_when command `%s` %s%s" % (
+                return self.stop(STOP_ERROR, "done_when command `%s` %s%s" % (
                     gates.done_when, how, ": " + " | ".join(excerpt) if excerpt else ""))
-                return False
         missing = [path for path in gates.requires if not os.path.exists(os.path.join(plan.cwd, path))]
         if missing:
-            self.stop(STATUS_ERROR, "procedure %s requires %s, which %s missing%s" % (
+            return self.stop(STOP_ERROR, "procedure %s requires %s, which %s missing%s" % (
                 plan.procedure, ", ".join(missing), "is" if len(missing) == 1 else "are",
                 "; " + gates.requires_hint if gates.requires_hint else ""))
-            return False
-        if state.iteration and plan.delay and not state.limited:
+        if state.finished and plan.delay and not state.limited:
             pause = backoff_delay(plan.delay, plan.backoff, state.consecutive_failures)
-            following = state.iteration + 1
+            following = state.finished + 1
             if pause >= 1:
                 self.progress.info("Waiting %s before iteration %d"
                                    % (format_budget(round(pause, 1)), following))
@@ -5180,127 +5271,138 @@ class _Run:
 
     # -- one iteration ------------------------------------------------------------------
 
-    def scanner(self, prompt: str) -> SignalScanner:
-        return SignalScanner({SIGNAL_SUCCESS: self.plan.signals["success"],
-                              SIGNAL_FAILURE: self.plan.signals["failure"]}, prompt)
+    def iteration(self) -> bool:
+        """Run one iteration and its gates; False when the loop must stop."""
+        attempt = self.begin()
+        try:
+            self.run_agent_step(attempt)
+            self.judge(attempt)
+        except Interrupted:
+            self.log_end(attempt, OUTCOME_INTERRUPTED)
+            raise
+        if attempt.outcome == LIMITED:
+            return self.wait_out_limit(attempt)
+        self.count(attempt)
+        self.announce(attempt)
+        return self.next_step(attempt)
+
+    def begin(self) -> _Attempt:
+        """The prompt, HEAD and the work tree before the agent runs; the log's header."""
+        plan, log = self.plan, self.log
+        number = self.state.finished + 1
+        cap = plan.max_iterations
+        attempt = _Attempt(number, "%d/%d" % (number, cap) if cap is not None else "%d" % number)
+        prompt = build_prompt(plan, self.state.previous)
+        if any(PROMPT_TOKEN in part for part in self.agent.argv) and \
+                len(prompt.encode("utf-8")) > PROMPT_ARG_LIMIT:
+            raise RoodaError("the prompt (%d bytes) is too long to pass as one argument with"
+                             " {prompt}; use {prompt_file} in the agent command instead"
+                             % len(prompt.encode("utf-8")))
+        # HEAD is read when a git gate or the log needs it; else no git at all.
+        attempt.head_before = read_head(plan.repo) if plan.repo is not None else None
+        attempt.tree_before = self.fingerprint() if plan.gates.no_change else None
+        self.checkpoint()
+        self.during = number  # from here, an interruption is "during iteration N"
+        attempt.started = time.monotonic()
+        attempt.prompt = prompt
+        self.progress.info("Iteration %s starting..." % attempt.label)
+        if log is not None:
+            log.iteration_start(number, plan.procedure, prompt, self.fragment_names)
+        return attempt
 
     def reader(self, prompt: str) -> Any:
         """How this iteration's output is read: as text, or as events of the format."""
+        def scanner() -> SignalScanner:
+            return SignalScanner({SIGNAL_SUCCESS: self.plan.signals["success"],
+                                  SIGNAL_FAILURE: self.plan.signals["failure"]}, prompt)
+        text = TextReader(scanner(), self.stdout_sink, self.stderr_sink, self.log_sink,
+                          self.plan.max_output_buffer)
         if self.format is None:
-            return TextReader(self.scanner(prompt), self.stdout_sink, self.stderr_sink, self.log_sink,
-                              self.plan.max_output_buffer)
+            return text
         # The reader's own scanner sees only the agent's answer text (SPEC 12), so a marker
-        # inside a tool's output is not a promise.
-        fallback = TextReader(self.scanner(prompt), None, None, None, self.plan.max_output_buffer)
-        return EventReader(self.agent.format, self.scanner(prompt), fallback, self.stdout_sink,
+        # inside a tool's output is not a promise; the raw bytes are the fallback's.
+        fallback = TextReader(scanner(), None, None, None, self.plan.max_output_buffer)
+        return EventReader(self.agent.format, scanner(), fallback, self.stdout_sink,
                            self.stderr_sink, self.log_sink,
                            self.log.write_agent_stream if self.log is not None else None,
                            self.plan.cwd, self.progress.warn)
 
-    def iteration(self) -> bool:
-        """Run one iteration and its gates; False when the loop must stop."""
-        plan, state, gates, progress, log = self.plan, self.state, self.plan.gates, self.progress, self.log
-        number = state.iteration + 1
-        cap = plan.max_iterations
-        label = "%d/%d" % (number, cap) if cap is not None else "%d" % number
-        prompt = build_prompt(plan, state.previous)
-        prompt_bytes = prompt.encode("utf-8")
-        if any(PROMPT_TOKEN in part for part in self.agent.argv) and len(prompt_bytes) > PROMPT_ARG_LIMIT:
-            raise RoodaError("the prompt (%d bytes) is too long to pass as one argument with"
-                             " {prompt}; use {prompt_file} in the agent command instead"
-                             % len(prompt_bytes))
-        repo = plan.repo  # known when a git gate or the log needs HEAD; else no git at all
-        head_before = read_head(repo) if repo is not None else None
-        tree_before = self.fingerprint() if gates.no_change else None
-        self.checkpoint()
-        self.during = number  # from here, an interruption is "during iteration N"
-        started = time.monotonic()
-        progress.info("Iteration %s starting..." % label)
-        if log is not None:
-            import hashlib
-
-            log.text("%s\nITERATION %d\n%s\nProcedure: %s\nStart Time: %s\n%s\n" % (
-                RULE, number, RULE, plan.procedure, local_time(), THIN_RULE))
-            log.event("iteration_start", iteration=number,
-                      prompt_sha256=hashlib.sha256(prompt_bytes).hexdigest(),
-                      prompt_bytes=len(prompt_bytes), fragments=self.fragment_names)
-        reader = self.reader(prompt)
+    def run_agent_step(self, attempt: _Attempt) -> None:
+        """The agent, once; its output read and its usage counted (spent whatever happens
+        next, an interruption included)."""
+        plan, label, started = self.plan, attempt.label, attempt.started
+        reader = self.reader(attempt.prompt)
         env = dict(self.agent_env)
-        env["ROODA_ITERATION"] = str(number)
-        ticker = progress.begin(lambda: self.agent_status(label, started, reader),
-                                lambda: self.agent_heartbeat(label, started, reader))
+        env["ROODA_ITERATION"] = str(attempt.number)
+        ticker = self.progress.begin(lambda: self.agent_status(label, started, reader),
+                                     lambda: self.agent_heartbeat(label, started, reader))
         try:
-            result = run_agent(self.agent.argv, prompt, env=env, cwd=plan.cwd,
-                               on_stdout=reader.on_stdout, on_stderr=reader.on_stderr,
-                               guard=self.guard, iteration_timeout=plan.iteration_timeout,
-                               idle_timeout=plan.idle_timeout, kill_grace=plan.kill_grace,
-                               ticker=ticker)
+            attempt.result = result = run_agent(
+                self.agent.argv, attempt.prompt, env=env, cwd=plan.cwd, on_stdout=reader.on_stdout,
+                on_stderr=reader.on_stderr, guard=self.guard, ticker=ticker,
+                limits=Limits(timeout=plan.iteration_timeout, idle=plan.idle_timeout, grace=plan.kill_grace))
         finally:
-            progress.end()
-        report = reader.finish(result)
-        if report.usage:  # spent whatever happens next, an interruption included
-            add_usage(state.usage, report.usage)
-
-        def log_end(outcome: str, verified: Optional[bool] = None, reason: Optional[str] = None) -> None:
-            self.finish_log_iteration(number, result, report, verified, outcome, head_before,
-                                      started, reason)
+            self.progress.end()
+        attempt.report = report = reader.finish(result)
+        if report.usage:
+            add_usage(self.state.usage, report.usage)
         if result.interrupted is not None:
-            log_end(OUTCOME_INTERRUPTED)
             raise Interrupted(result.interrupted)
 
-        # A limit beats a SUCCESS said before it: the iteration runs again after the wait
-        # and says so again if it was done (never believe "done" from a run that failed).
-        trouble = find_provider_trouble(report, result.exit_code, SIGNAL_SUCCESS in report.signals,
-                                        time.time(), self.agent.preset)
-        if trouble is not None and trouble.kind == CAUSE_LIMIT:
-            return self.limited(label, report, trouble, started, log_end)
+    def judge(self, attempt: _Attempt) -> None:
+        """The outcome: provider trouble first (a limit beats a SUCCESS said before it: the
+        iteration runs again and says so again if it was done), then verify, then git."""
+        plan, gates = self.plan, self.plan.gates
+        result, report = attempt.result, attempt.report
+        assert result is not None and report is not None
+        attempt.feedback = report.tail
+        attempt.trouble = trouble = find_provider_trouble(
+            report, result.exit_code, SIGNAL_SUCCESS in report.signals, time.time(), self.agent.preset)
+        if trouble is None and gates.verify and not result.timed_out:  # (bad credentials: none)
+            attempt.check = self.gate(GATE_VERIFY, gates.verify)
+            attempt.verified = attempt.check.exit_code == 0
+            if not attempt.verified:
+                attempt.feedback = attempt.check.output
+                attempt.source = "the verifier's (`%s`)" % gates.verify
+        attempt.outcome = classify_outcome(
+            result.exit_code, report.signals, result.timed_out, attempt.verified,
+            reported_error=report.error is not None, cut_short=report.cut_short,
+            limited=trouble is not None and trouble.kind == CAUSE_LIMIT)
+        if (gates.commit or gates.push) and attempt.outcome in (SUCCESS, COMPLETED) and plan.repo is not None:
+            attempt.git_problem = commit_and_push(
+                lambda args, env=None: self.run_git(args, env, record=args[0] in ("commit", "push")),
+                plan.repo, gates, plan.procedure, attempt.number, plan.log_dir)
+            if attempt.git_problem:
+                attempt.outcome = classify_outcome(result.exit_code, report.signals, git_failed=True)
+                attempt.feedback, attempt.source = attempt.git_problem.encode("utf-8"), "git's"
+        if attempt.outcome in FAILING_OUTCOMES:
+            attempt.reason = self.failure_reason(attempt)
 
-        verified, check = None, None
-        feedback, source = report.tail, "the agent's"
-        if gates.verify and not result.timed_out and trouble is None:  # (bad credentials: none)
-            try:
-                check = self.gate(GATE_VERIFY, gates.verify)
-            except Interrupted:
-                log_end(OUTCOME_INTERRUPTED)
-                raise
-            verified = check.exit_code == 0
-            if not verified:
-                feedback, source = check.output, "the verifier's (`%s`)" % gates.verify
-        outcome = classify_outcome(result.exit_code, report.signals, result.timed_out, verified,
-                                   reported_error=report.error is not None, cut_short=report.cut_short)
-        git_problem = None
-        if (gates.commit or gates.push) and outcome in (SUCCESS, COMPLETED) and repo is not None:
-            try:
-                git_problem = commit_and_push(lambda args, env=None: self.run_git(
-                    args, env, record=args[0] in ("commit", "push")),
-                                              repo, gates, plan.procedure, number, plan.log_dir)
-            except Interrupted:
-                log_end(OUTCOME_INTERRUPTED, verified)
-                raise
-            if git_problem:
-                outcome = FAILURE
-                feedback, source = git_problem.encode("utf-8"), "git's"
-        seconds = time.monotonic() - started
-
-        state.iteration = number
+    def count(self, attempt: _Attempt) -> None:
+        """The iteration in the loop's counters (state only)."""
+        state = self.state
+        state.finished = attempt.number
         state.limited, state.limited_since = 0, None
-        state.durations.append(seconds)
-        reason = None
-        if outcome in FAILING_OUTCOMES:
+        if attempt.outcome in FAILING_OUTCOMES:
             state.consecutive_failures += 1
             state.failures += 1
-            detail = "%s, consecutive: %d/%d" % (progress.outcome(outcome),
-                                                 state.consecutive_failures, plan.failure_threshold)
-            reason = self.failure_reason(result, report, verified, check, git_problem)
-            state.last_reason = reason
+            state.last_reason = attempt.reason
         else:
             state.consecutive_failures = 0
-            state.successes += 1
-            detail = progress.outcome(outcome)
+
+    def announce(self, attempt: _Attempt) -> None:
+        """The iteration's progress lines, warnings and log footer (no state changes)."""
+        plan, progress, number = self.plan, self.progress, attempt.number
+        result, report, outcome = attempt.result, attempt.report, attempt.outcome
+        assert result is not None and report is not None
+        detail = progress.outcome(outcome)
+        if outcome in FAILING_OUTCOMES:
+            detail += ", consecutive: %d/%d" % (self.state.consecutive_failures, plan.failure_threshold)
         progress.info("Iteration %s completed in %s (%s)%s" % (
-            label, format_duration(seconds), detail, usage_suffix(report.usage)))
-        if reason is not None:
-            progress.note("  %s: %s" % reason)
+            attempt.label, format_duration(time.monotonic() - attempt.started), detail,
+            usage_suffix(report.usage)))
+        if attempt.reason is not None:
+            progress.indented("  %s: %s" % attempt.reason)
         if result.timed_out == "idle":
             progress.warn("iteration %d: no output for %s; the agent was stopped"
                           % (number, format_budget(plan.idle_timeout or 0)))
@@ -5309,41 +5411,45 @@ class _Run:
                           % (number, format_budget(plan.iteration_timeout or 0)))
         if outcome == REJECTED:
             progress.warn("iteration %d: the agent signalled SUCCESS but verify (`%s`) failed;"
-                          " the claim is rejected" % (number, gates.verify))
-        if git_problem:
-            progress.warn("iteration %d: %s" % (number, git_problem))
+                          " the claim is rejected" % (number, plan.gates.verify))
+        if attempt.git_problem:
+            progress.warn("iteration %d: %s" % (number, attempt.git_problem))
         if plan.max_cost is not None and report.usage is not None and not report.cut_short and \
                 report.usage.get("cost_usd") is None and not self.cost_unknown_said:
             self.cost_unknown_said = True
             progress.warn("iteration %d: the agent reported no cost, so max_cost cannot be"
                           " checked against it" % number)
-        log_end(outcome, verified, "%s: %s" % reason if reason else None)
+        self.log_end(attempt, outcome, "%s: %s" % attempt.reason if attempt.reason else None)
+
+    def next_step(self, attempt: _Attempt) -> bool:
+        """What the iteration means for the run: a stop, or on to the next one."""
+        state, trouble = self.state, attempt.trouble
+        assert attempt.result is not None
         if trouble is not None and trouble.kind == CAUSE_AUTH:
-            login = PRESETS[self.agent.preset].login if self.agent.preset in PRESETS else ""
-            self.stop(STATUS_ERROR, "the agent cannot authenticate: %s%s" % (
+            cli = PRESETS.get(self.agent.preset or "")
+            return self.stop(STOP_ERROR, "the agent cannot authenticate: %s%s" % (
                 _one_line(trouble.message, 300),
-                "; %s needs %s" % (self.agent.preset, login) if login else
+                "; %s needs %s" % (cli.name, cli.login) if cli is not None else
                 "; check the agent's credentials (API key or login)"))
+        state.previous = IterationRecord(iteration=attempt.number, outcome=attempt.outcome,
+                                         exit_code=attempt.result.exit_code, tail=attempt.feedback,
+                                         source=attempt.source)
+        if self.detect_stuck(attempt):
             return False
-        state.previous = IterationRecord(iteration=number, outcome=outcome,
-                                         exit_code=result.exit_code, seconds=seconds,
-                                         tail=feedback, signals=report.signals, source=source)
-        if self.detect_stuck(outcome, feedback, tree_before):
-            return False
-        if outcome == COMPLETED:
-            self.stop(STATUS_COMPLETED, "success signal")
-            return False
+        if attempt.outcome == COMPLETED:
+            return self.stop(STOP_SUCCESS, "success signal")
         return True
 
-    def failure_reason(self, result: AgentResult, report: StreamReport, verified: Optional[bool],
-                       check: Optional[GateResult], git_problem: Optional[str]) -> Tuple[str, str]:
+    def failure_reason(self, attempt: _Attempt) -> Tuple[str, str]:
         """Why an iteration failed, from what failed: the verifier, else git, else the
         agent -- ("verify exit 2", "<its last line>"), ("git", ...), ("exit 1", ...)."""
-        if verified is False and check is not None:
+        result, report, check = attempt.result, attempt.report, attempt.check
+        assert result is not None and report is not None
+        if attempt.verified is False and check is not None:
             return ("verify exit %d" % check.exit_code,
                     _last_line(check.output, ()) or "(it printed nothing)")
-        if git_problem:
-            return "git", git_problem[:200]
+        if attempt.git_problem:
+            return "git", attempt.git_problem[:200]
         if result.timed_out == "idle":
             return "timeout", "no output for %s" % format_budget(self.plan.idle_timeout or 0)
         if result.timed_out:
@@ -5363,20 +5469,20 @@ class _Run:
             return head, "the agent signalled FAILURE" + (": " + said if said else "")
         return head, said or "(it printed nothing)" + notice
 
-    def limited(self, label: str, report: StreamReport, trouble: ProviderTrouble, started: float,
-                log_end: Callable[..., None]) -> bool:
+    def wait_out_limit(self, attempt: _Attempt) -> bool:
         """An iteration that ended at a provider limit (SPEC 13): not a failure, not a use
         of the cap. Wait it out and run the iteration again -- or stop with exit 4."""
-        plan, state, progress = self.plan, self.state, self.progress
-        seconds = time.monotonic() - started
+        plan, state, progress, trouble = self.plan, self.state, self.progress, attempt.trouble
+        assert trouble is not None and attempt.report is not None
         state.limited += 1
         if state.limited_since is None:
             state.limited_since = time.monotonic()
         now = time.time()
         wait = limit_wait_seconds(trouble.resets_at, state.limited, now)
         progress.info("Iteration %s completed in %s (%s)%s" % (
-            label, format_duration(seconds), progress.outcome(LIMITED), usage_suffix(report.usage)))
-        log_end(LIMITED, None, "%s limit: %s" % (trouble.limit, _one_line(trouble.message, 200)))
+            attempt.label, format_duration(time.monotonic() - attempt.started),
+            progress.outcome(LIMITED), usage_suffix(attempt.report.usage)))
+        self.log_end(attempt, LIMITED, "%s limit: %s" % (trouble.limit, _one_line(trouble.message, 200)))
         beyond = None
         if plan.on_limit == "stop":
             beyond = "on_limit is stop"
@@ -5389,9 +5495,7 @@ class _Run:
                            resets_at=iso_time(trouble.resets_at) if trouble.resets_at else None,
                            wait_seconds=round(wait, 1))
         if beyond is not None:
-            state.limit_stop = trouble
-            self.stop(STATUS_LIMITED, "%s (%s)" % (_limit_words(trouble, now), beyond))
-            return False
+            return self.stop(STOP_LIMITED, "%s (%s)" % (_limit_words(trouble, now), beyond))
         progress.info("Usage limit reached (%s): %s; waiting until %s (%s). Ctrl+C stops." % (
             trouble.limit, _one_line(trouble.message, 200), clock_words(now + wait, now),
             format_duration(wait) if trouble.resets_at else
@@ -5404,30 +5508,32 @@ class _Run:
         state.waiting_for_limit = False
         return True
 
+    def agent_activity(self, started: float, reader: Any) -> Tuple[str, str]:
+        """What the agent is doing, for the status line and the heartbeat: (elapsed, what)."""
+        elapsed = format_duration(time.monotonic() - started)
+        if reader.structured and reader.events:
+            return elapsed, plural(reader.tool_calls, "tool call")
+        return elapsed, "%s output" % format_bytes(reader.output_bytes)
+
     def agent_status(self, label: str, started: float, reader: Any) -> str:
         """The status line while the agent works."""
-        elapsed = format_duration(time.monotonic() - started)
-        if reader.structured and reader.events:
-            text = "iteration %s · %s · %s" % (label, elapsed, plural(reader.tool_calls, "tool call"))
-            return text + (" · → " + reader.last_tool if reader.last_tool else "")
-        return "iteration %s · %s · %s output" % (label, elapsed, format_bytes(reader.output_bytes))
+        elapsed, what = self.agent_activity(started, reader)
+        last = " · → " + reader.last_tool if reader.structured and reader.events and reader.last_tool else ""
+        return "iteration %s · %s · %s%s" % (label, elapsed, what, last)
 
     def agent_heartbeat(self, label: str, started: float, reader: Any) -> str:
-        elapsed = format_duration(time.monotonic() - started)
-        if reader.structured and reader.events:
-            return "Iteration %s still running (%s, %s%s)" % (
-                label, elapsed, plural(reader.tool_calls, "tool call"),
-                ", last: → " + reader.last_tool if reader.last_tool else "")
-        return "Iteration %s still running (%s, %s output)" % (
-            label, elapsed, format_bytes(reader.output_bytes))
+        elapsed, what = self.agent_activity(started, reader)
+        last = ", last: → " + reader.last_tool if reader.structured and reader.events and reader.last_tool \
+            else ""
+        return "Iteration %s still running (%s, %s%s)" % (label, elapsed, what, last)
 
-    def detect_stuck(self, outcome: str, feedback: bytes, tree_before: Optional[str]) -> bool:
+    def detect_stuck(self, attempt: _Attempt) -> bool:
         """The stuck detectors of SPEC 6, after the outcome; True when one fires."""
-        state, gates = self.state, self.plan.gates
+        state, gates, feedback = self.state, self.plan.gates, attempt.feedback
         if gates.same_error:
             # A failure that printed nothing has no error to compare: it resets the count
             # (the failure threshold still sees it), so silent failures abort, not "stick".
-            if outcome in FAILING_OUTCOMES and feedback.strip():
+            if attempt.outcome in FAILING_OUTCOMES and feedback.strip():
                 fingerprint = error_fingerprint(feedback)
                 state.same_error = state.same_error + 1 if fingerprint == state.fingerprint else 1
                 state.fingerprint = fingerprint
@@ -5435,15 +5541,15 @@ class _Run:
                 state.same_error, state.fingerprint = 0, None
             if state.same_error >= gates.same_error:
                 state.stuck_excerpt = error_excerpt(feedback)
-                self.stop(STATUS_STUCK, "same error in %d consecutive failures" % state.same_error)
+                self.stop(STOP_STUCK, "same error in %d consecutive failures" % state.same_error)
                 return True
-        if gates.no_change and tree_before is not None:
+        if gates.no_change and attempt.tree_before is not None:
             after = self.fingerprint()
             if after is None:
                 return False  # git failed: said so, and not counted either way
-            state.unchanged = state.unchanged + 1 if after == tree_before else 0
+            state.unchanged = state.unchanged + 1 if after == attempt.tree_before else 0
             if state.unchanged >= gates.no_change:
-                self.stop(STATUS_STUCK, "no change in %s" % plural(state.unchanged, "iteration"))
+                self.stop(STOP_STUCK, "no change in %s" % plural(state.unchanged, "iteration"))
                 return True
         return False
 
@@ -5457,83 +5563,51 @@ class _Run:
             self.progress.warn("stuck.no_change: %s; this iteration is not counted" % problem)
         return value
 
-    def finish_log_iteration(self, number: int, result: AgentResult, report: StreamReport,
-                             verified: Optional[bool], outcome: str, head_before: Optional[str],
-                             started: float, reason: Optional[str]) -> None:
-        log = self.log
-        if log is None:
-            return
-        seconds = time.monotonic() - started
-        head_after = read_head(self.plan.repo) if self.plan.repo is not None else None
-        usage, output_bytes = report.usage, report.output_bytes
-        known = _usage_log_lines(usage or {})
-        log.text("\n%s\nITERATION %d COMPLETE\nEnd Time: %s\nDuration: %s\n%sExit Code: %d\n"
-                 "Outcome: %s\n%s%s\n\n" % (THIN_RULE, number, local_time(), format_duration(seconds),
-                                            known, result.exit_code, outcome,
-                                            "Reason: %s\n" % reason if reason else "", RULE))
-        log.event("iteration_end", iteration=number, seconds=round(seconds, 3),
-                  exit_code=result.exit_code, signal=result.killed_by,
-                  signals=sorted(report.signals), outcome=outcome,
-                  consecutive_failures=self.state.consecutive_failures,
-                  verify=None if verified is None else ("pass" if verified else "fail"),
-                  head_before=head_before, head_after=head_after,
-                  output_bytes=output_bytes, reason=reason,
-                  usage=dict(usage) if usage else None)
-
-
-def _closing_words(state: LoopState, plan: RunPlan) -> str:
-    total = format_duration(state.elapsed())
-    done = plural(state.iteration, "iteration")
-    if state.status == STATUS_INTERRUPTED:
-        name = signal_name(state.interrupted_by or signal.SIGINT)
-        if state.waiting_for_limit:
-            return "Interrupted by %s while waiting for a usage limit to reset (%s completed," \
-                   " total: %s)" % (name, done, total)
-        if state.interrupted_during is not None:
-            return "Interrupted by %s during iteration %d (%s completed, total: %s)" % (
-                name, state.interrupted_during, done, total)
-        return "Interrupted by %s between iterations (%s completed, total: %s)" % (name, done, total)
-    if state.status == STATUS_ABORTED:
-        return "Aborting after %d consecutive failures (%s completed, total: %s)" % (
-            state.consecutive_failures, done, total)
-    if state.status == STATUS_STUCK:
-        return "Stuck: %s (%s completed, total: %s)" % (state.reason, done, total)
-    if state.status == STATUS_LIMITED:
-        return "Stopped at a %s (%s completed, total: %s)" % (state.reason, done, total)
-    if state.status == STATUS_ERROR:
-        return state.reason
-    if state.reason == "max iterations":
-        return "Reached max iterations: %d (total: %s)" % (plan.max_iterations or 0, total)
-    if state.reason == "time budget":
-        return "Completed: time budget of %s reached (%s, total: %s)" % (
-            format_budget(plan.max_time or 0), done, total)
-    if state.reason == "cost budget":
-        return "Completed: cost budget of %s reached (%s, total: %s)" % (
-            format_cost(plan.max_cost or 0), done, total)
-    if state.reason == "done_when":
-        return "Completed: done_when reports nothing left to do (%s, total: %s)" % (done, total)
-    return "Completed: agent signalled SUCCESS (%s, total: %s)" % (done, total)
+    def log_end(self, attempt: _Attempt, outcome: str, reason: Optional[str] = None) -> None:
+        """The iteration's footer in the .log and its iteration_end event."""
+        result, report = attempt.result, attempt.report
+        if self.log is None or result is None or report is None:
+            return  # (interrupted before the agent started: no iteration to end)
+        verified = attempt.verified
+        self.log.iteration_end(
+            iteration=attempt.number, seconds=round(time.monotonic() - attempt.started, 3),
+            exit_code=result.exit_code, signal=result.killed_by, signals=sorted(report.signals),
+            outcome=outcome, consecutive_failures=self.state.consecutive_failures,
+            verify=None if verified is None else ("pass" if verified else "fail"),
+            head_before=attempt.head_before,
+            head_after=read_head(self.plan.repo) if self.plan.repo is not None else None,
+            output_bytes=report.output_bytes, reason=reason,
+            usage=dict(report.usage) if report.usage else None)
 
 
 def _closing_line(state: LoopState, plan: RunPlan) -> str:
-    """The words of the closing progress line (also the log's exit reason), with the
-    run's total usage when the agent reported any."""
-    return _closing_words(state, plan) + usage_suffix(state.usage)
+    """The closing progress line (also the log's exit reason), from the table of stops,
+    with the run's total usage when the agent reported any."""
+    stop = state.stop or STOP_SUCCESS
+    if stop == STOP_INTERRUPTED:
+        stop = STOP_INTERRUPTED_WAITING if state.waiting_for_limit else \
+            STOP_INTERRUPTED if state.interrupted_during is not None else STOP_INTERRUPTED_BETWEEN
+    words = STOPS[stop][2].format(
+        done=plural(state.finished, "iteration"), total=format_duration(state.elapsed()),
+        reason=state.reason, failures=state.consecutive_failures, cap=plan.max_iterations or 0,
+        max_time=format_budget(plan.max_time or 0), max_cost=format_cost(plan.max_cost or 0),
+        signal=signal_name(state.interrupted_by or signal.SIGINT), during=state.interrupted_during)
+    return words + usage_suffix(state.usage)
 
 
 def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
     line = _closing_line(state, plan)
     if state.status == STATUS_INTERRUPTED:
         progress.always(line)
-    elif state.status in (STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR, STATUS_LIMITED):
+    elif state.status != STATUS_COMPLETED:
         progress.error(line)
         for excerpt in state.stuck_excerpt:
-            progress.detail("  | " + excerpt)
+            progress.indented("  | " + excerpt, even_quiet=True)
     else:
         progress.info(line)
-        if state.reason == "max iterations" and state.failures and state.last_reason:
+        if state.stop == STOP_CAP and state.failures and state.last_reason:
             progress.warn("%d of %s failed; the last: %s, %s" % (
-                state.failures, plural(state.iteration, "iteration"), *state.last_reason))
+                state.failures, plural(state.finished, "iteration"), *state.last_reason))
 
 
 def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
@@ -5556,36 +5630,19 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
                       " budget cannot be enforced; use --max-time as well" % agent.format)
     if log is not None:
         log.warn = progress.warn
-        log.text("%s\nROODA SESSION\n%s\nVersion: %s\nProcedure: %s\nAgent: %s\nOutput Format: %s\n"
-                 "Max Iterations: %s\nFailure Threshold: %d\nWorking Directory: %s\nStart Time: %s\n%s\n\n"
-                 % (RULE, RULE, __version__, plan.procedure, agent.display(), agent.format,
-                    "unlimited" if cap is None else cap, plan.failure_threshold, plan.cwd,
-                    local_time(state.started_wall), RULE))
-        log.event("session_start", version=__version__, procedure=plan.procedure,
-                  agent=list(agent.argv), max_iterations=cap,
-                  failure_threshold=plan.failure_threshold, cwd=plan.cwd, pid=os.getpid(),
-                  log=log.path)
+        log.session_start(plan, agent, state.started_wall)
     try:
         while run.before_iteration() and run.iteration():
             pass
     except Interrupted as exc:
         run.interrupted(exc.signum, run.during)
     except RoodaError as exc:  # e.g. a fragment that disappeared mid-run
-        run.stop(STATUS_ERROR, str(exc))
+        run.stop(STOP_ERROR, str(exc))
     if guard.signum is not None and state.status != STATUS_INTERRUPTED:
         run.interrupted(guard.signum, None)  # it came as the run ended: no result overrides it
     _report_end(state, plan, progress)
     if log is not None:
-        summary = _closing_line(state, plan)
-        log.text("%s\nSESSION SUMMARY\n%s\nTotal Iterations: %d\nSuccessful: %d\nFailed: %d\n"
-                 "Total Duration: %s\n%sExit Reason: %s\nExit Code: %d\n%s\n" % (
-                     RULE, RULE, state.iteration, state.successes, state.failures,
-                     format_duration(state.elapsed()),
-                     "Total Cost: $%.4f\n" % state.usage["cost_usd"] if "cost_usd" in state.usage else "",
-                     summary, state.exit_code(), RULE))
-        log.event("session_end", status=state.status, reason=state.reason,
-                  iterations=state.iteration, seconds=round(state.elapsed(), 3),
-                  exit_code=state.exit_code(), usage=state.usage_totals())
+        log.session_end(state, _closing_line(state, plan))
         progress.info("Log: %s" % log.where())
     return state
 
