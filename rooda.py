@@ -1603,88 +1603,66 @@ def preset_format(cli: AgentCLI) -> str:
 # ----------------------------------------------------------------------
 # 6. Settings
 # ----------------------------------------------------------------------
-# The schema of SPEC 3, checked once after the tiers are merged. Validators return an
-# error message, or None when the value is acceptable.
+# Every loop setting is one row of SETTINGS: its key, built-in default, check, whether a
+# procedure may set it too, and its command-line option. The built-in tier, both
+# schemas, the ROODA_LOOP_* tier, the argparse options, the plan of a run and the
+# `config` / `info` listings are all derived from it. A check returns an error message,
+# or None when the value is acceptable; a check that can read a flag's text has `parse`.
 
-# Tier 1, "built-in": the loop settings (SPEC 3). Every other tier overrides these.
-BUILTIN_LOOP: Dict[str, Any] = {
-    "default_max_iterations": DEFAULT_MAX_ITERATIONS,
-    "iteration_mode": "max-iterations",
-    "failure_threshold": 3,
-    "iteration_timeout": None,
-    "idle_timeout": None,
-    "max_time": None,
-    "delay": 0,
-    "backoff": 1,
-    "kill_grace": 5,
-    "gate_timeout": 600,
-    "ai_cmd": None,
-    "ai_cmd_alias": None,
-    "env": {},
-    "show_ai_output": False,
-    "feedback": True,
-    "log_dir": "logs",
-    "max_output_buffer": 65536,
-    "log_level": "info",
-    "log_timestamp_format": "time",
-    "signals": {
-        "success": ["<promise>SUCCESS</promise>"],
-        "failure": ["<promise>FAILURE</promise>"],
-    },
-    "ai_format": None,              # null: the preset's format, else text (SPEC 12)
-    "max_cost": None,               # USD for the whole run, from the agent's reported cost
-    "on_limit": "wait",             # at a provider usage limit: wait it out, or stop (SPEC 13)
-    "limit_wait": 43200,            # seconds one limit may be waited out before stopping
-    "heartbeat": 300,               # seconds between "still running" lines off a terminal; 0 off
-    # Gates for every procedure (a procedure's own value wins) and for `prompt <file>`.
-    "verify": None,
-    "done_when": None,
-    "stuck": None,
-    "git": None,
-}
+class _Number:
+    """The rule of a number setting: finite, whole or not, at least (or above) a minimum,
+    null allowed or not -- one set of words for a config value and for a flag."""
 
+    def __init__(self, minimum: float, above: bool = False, whole: bool = False,
+                 nullable: bool = False, unit: str = "") -> None:
+        self.minimum, self.above, self.whole, self.nullable = minimum, above, whole, nullable
+        self.bound = "%s %g" % (">" if above else ">=", minimum)
+        self.kind = "a whole number %s" % self.bound if whole else \
+            "a number" + (" of " + unit if unit else "")
 
-def _v_int(minimum: int) -> Callable[[object], Optional[str]]:
-    def check(value: object) -> Optional[str]:
-        if isinstance(value, bool) or not isinstance(value, int):
-            return "must be a whole number >= %d, not %s" % (minimum, _type_name(value))
-        if value < minimum:
-            return "must be >= %d, got %d" % (minimum, value)
-        return None
-    return check
-
-
-def _v_seconds(minimum_exclusive: bool = True, nullable: bool = True) -> Callable[[object], Optional[str]]:
-    def check(value: object) -> Optional[str]:
-        if value is None and nullable:
+    def __call__(self, value: object) -> Optional[str]:
+        if value is None and self.nullable:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return "must be a number of seconds, not %s" % _type_name(value)
-        if value != value or value == float("inf"):
-            return "must be a finite number of seconds"
-        if value < 0 or (minimum_exclusive and value == 0):
-            return "must be %s 0" % (">" if minimum_exclusive else ">=")
+        if isinstance(value, bool) or not isinstance(value, int if self.whole else (int, float)):
+            return "must be %s, not %s" % (self.kind, _type_name(value))
+        if _number(value) is None:  # nan, inf
+            return "must be a finite %s" % self.kind[2:]
+        if value < self.minimum or (self.above and value == self.minimum):
+            return "must be %s%s" % (self.bound, ", got %d" % value if self.whole else "")
         return None
-    return check
+
+    def parse(self, option: str, text: str) -> float:
+        """A flag's value, or a UsageError in the flag's words."""
+        value: Optional[float] = None
+        for kind in (int, float) if not self.whole else (int,):
+            try:
+                value = kind(text)
+                break
+            except ValueError:
+                pass
+        if value is None or self(value) is not None:
+            raise UsageError("%s must be %s %s, not '%s'" % (
+                option, "a whole number" if self.whole else "a number", self.bound, text))
+        return value
 
 
-def _v_dollars(value: object) -> Optional[str]:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
-            or value in (float("inf"), float("-inf")):
-        return "must be an amount in US dollars, not %s" % _type_name(value)
-    return None if value > 0 else "must be > 0 (US dollars)"
+class _Choice:
+    """One of a few words (null too, when nullable), with "did you mean"."""
 
+    def __init__(self, *choices: str, nullable: bool = False) -> None:
+        self.choices, self.nullable = choices, nullable
 
-def _v_number(minimum: float) -> Callable[[object], Optional[str]]:
-    def check(value: object) -> Optional[str]:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            return "must be a number, not %s" % _type_name(value)
-        if value < minimum:
-            return "must be >= %g" % minimum
-        return None
-    return check
+    def __call__(self, value: object) -> Optional[str]:
+        if value in self.choices or (value is None and self.nullable):
+            return None
+        hint = did_you_mean(value, self.choices) if isinstance(value, str) else ""
+        return "must be one of %s, not %r%s" % (", ".join(self.choices), value, hint)
+
+    def parse(self, option: str, text: str) -> str:
+        if text in self.choices:
+            return text
+        raise UsageError("%s must be %s or %s, not '%s'%s" % (
+            option, ", ".join(self.choices[:-1]), self.choices[-1], text, did_you_mean(text, self.choices)))
 
 
 def _v_bool(value: object) -> Optional[str]:
@@ -1695,8 +1673,9 @@ def _v_str(value: object) -> Optional[str]:
     return None if isinstance(value, str) else "must be a string, not %s" % _type_name(value)
 
 
-def _v_optional_str(value: object) -> Optional[str]:
-    return None if value is None else _v_str(value)
+def _v_optional(check: Callable[[object], Optional[str]]) -> Callable[[object], Optional[str]]:
+    """null is always fine (it unsets the key); anything else must pass `check`."""
+    return lambda value: None if value is None else check(value)
 
 
 def _v_command(value: object) -> Optional[str]:
@@ -1705,15 +1684,6 @@ def _v_command(value: object) -> Optional[str]:
     if not isinstance(value, str) or not value.strip():
         return "must be a non-empty command string"
     return None
-
-
-def _v_enum(*choices: str) -> Callable[[object], Optional[str]]:
-    def check(value: object) -> Optional[str]:
-        if value in choices:
-            return None
-        hint = did_you_mean(value, choices) if isinstance(value, str) else ""
-        return "must be one of %s, not %r%s" % (", ".join(choices), value, hint)
-    return check
 
 
 def _v_env(value: object) -> Optional[str]:
@@ -1756,72 +1726,91 @@ def _v_paths(value: object) -> Optional[str]:
     return None
 
 
-def _v_optional(check: Callable[[object], Optional[str]]) -> Callable[[object], Optional[str]]:
-    """null is always fine (it unsets the key); anything else must pass `check`."""
-    return lambda value: None if value is None else check(value)
+class Setting(Record):
+    """One loop setting (SPEC 3)."""
+
+    key: str
+    default: Any
+    check: Callable[[object], Optional[str]]
+    procedure: bool = False         # a procedure may set it too (its own value wins)
+    flag: Optional[str] = None      # the command-line option that overrides both
+    metavar: str = "S"
+    help: str = ""
+    scalar: bool = True             # a ROODA_LOOP_<KEY> variable can set it
 
 
-_V_STUCK = _v_optional(_v_mapping("{same_error: 3, no_change: 2}",
-                                  {"same_error": _v_int(1), "no_change": _v_int(1)}))
-_V_GIT = _v_optional(_v_mapping("{commit: true, push: false, message: '...'}",
-                                {"commit": _v_bool, "push": _v_bool, "message": _v_str}))
-LOOP_SCHEMA = {
-    "default_max_iterations": _v_int(1),
-    "iteration_mode": _v_enum("max-iterations", "unlimited"),
-    "failure_threshold": _v_int(1),
-    "iteration_timeout": _v_seconds(),
-    "idle_timeout": _v_seconds(),
-    "max_time": _v_seconds(),
-    "delay": _v_seconds(minimum_exclusive=False, nullable=False),
-    "backoff": _v_number(1),
-    "kill_grace": _v_seconds(minimum_exclusive=False, nullable=False),
-    "gate_timeout": _v_seconds(nullable=False),
-    "ai_cmd": _v_command,
-    "ai_cmd_alias": _v_optional_str,
-    "env": _v_env,
-    "show_ai_output": _v_bool,
-    "feedback": _v_bool,
-    "log_dir": _v_str,
-    "max_output_buffer": _v_int(MIN_OUTPUT_BUFFER),
-    "log_level": _v_enum("debug", "info", "warn", "error"),
-    "log_timestamp_format": _v_str,
-    "signals": _v_mapping("{success: [...], failure: [...]}",
-                          {"success": _v_strings, "failure": _v_strings}),
-    "ai_format": _v_optional(_v_enum(*AGENT_FORMATS)),
-    "max_cost": _v_dollars,
-    "on_limit": _v_enum("wait", "stop"),
-    "limit_wait": _v_seconds(nullable=False),
-    "heartbeat": _v_seconds(minimum_exclusive=False, nullable=False),
-    "verify": _v_command,
-    "done_when": _v_command,
-    "stuck": _V_STUCK,
-    "git": _V_GIT,
-}
-PROCEDURE_SCHEMA = {
-    "display": _v_str,
-    "summary": _v_str,
-    "description": _v_str,
-    "default_max_iterations": _v_int(1),
-    "iteration_mode": _v_enum("max-iterations", "unlimited"),
-    "iteration_timeout": _v_seconds(),
-    "idle_timeout": _v_seconds(),
-    "failure_threshold": _v_int(1),
-    "max_time": _v_seconds(),
-    "ai_cmd": _v_command,
-    "ai_cmd_alias": _v_optional_str,
-    "env": _v_env,
-    "requires": _v_paths,
-    "requires_hint": _v_str,
-    "verify": _v_command,
-    "done_when": _v_command,
-    "stuck": _V_STUCK,
-    "git": _V_GIT,
-    "ai_format": LOOP_SCHEMA["ai_format"],
-    "max_cost": _v_dollars,
-    "max_output_buffer": _v_int(MIN_OUTPUT_BUFFER),
-}
+_SECONDS = _Number(0, above=True, nullable=True, unit="seconds")
+SETTINGS = (
+    Setting(key="default_max_iterations", default=DEFAULT_MAX_ITERATIONS, check=_Number(1, whole=True),
+            procedure=True),
+    Setting(key="iteration_mode", default="max-iterations", check=_Choice("max-iterations", "unlimited"),
+            procedure=True),
+    Setting(key="failure_threshold", default=3, check=_Number(1, whole=True), procedure=True,
+            flag="--failure-threshold", metavar="N", help="consecutive failures before aborting (default 3)"),
+    Setting(key="iteration_timeout", default=None, check=_SECONDS, procedure=True, flag="--timeout",
+            help="wall-clock limit per iteration, seconds"),
+    Setting(key="idle_timeout", default=None, check=_SECONDS, procedure=True, flag="--idle-timeout",
+            help="stop an iteration after S seconds without agent output"),
+    Setting(key="max_time", default=None, check=_SECONDS, procedure=True, flag="--max-time",
+            help="time budget for the whole run, seconds"),
+    Setting(key="max_cost", default=None, check=_Number(0, above=True, nullable=True, unit="US dollars"),
+            procedure=True, flag="--max-cost", metavar="USD",
+            help="cost budget for the whole run, from the agent's reported cost"),
+    Setting(key="delay", default=0, check=_Number(0, unit="seconds"), flag="--delay",
+            help="pause between iterations (multiplied by backoff per failure)"),
+    Setting(key="backoff", default=1, check=_Number(1)),
+    Setting(key="kill_grace", default=5, check=_Number(0, unit="seconds")),
+    Setting(key="gate_timeout", default=600, check=_Number(0, above=True, unit="seconds")),
+    Setting(key="ai_cmd", default=None, check=_v_command, procedure=True, flag="--ai-cmd", metavar="CMD",
+            help="the agent command (split like a shell would, never run by one)"),
+    Setting(key="ai_cmd_alias", default=None, check=_v_optional(_v_str), procedure=True,
+            flag="--ai-cmd-alias", metavar="NAME",
+            help="a named agent preset (claude, codex, gemini, copilot, ...)"),
+    Setting(key="ai_format", default=None, check=_Choice(*AGENT_FORMATS, nullable=True), procedure=True,
+            flag="--ai-format", metavar="NAME",
+            help="how to read the agent's output: " + ", ".join(AGENT_FORMATS)),
+    Setting(key="env", default={}, check=_v_env, procedure=True, scalar=False),
+    Setting(key="show_ai_output", default=False, check=_v_bool),
+    Setting(key="feedback", default=True, check=_v_bool),
+    Setting(key="log_dir", default="logs", check=_v_str),
+    Setting(key="max_output_buffer", default=65536, check=_Number(MIN_OUTPUT_BUFFER, whole=True),
+            procedure=True),
+    Setting(key="log_level", default="info", check=_Choice("debug", "info", "warn", "error"),
+            flag="--log-level", metavar="LEVEL",
+            help="the Go rooda's flag: debug = --verbose, warn/error = --quiet"),
+    Setting(key="log_timestamp_format", default="time", check=_v_str),
+    Setting(key="signals", default={"success": ["<promise>SUCCESS</promise>"],
+                                    "failure": ["<promise>FAILURE</promise>"]},
+            check=_v_mapping("{success: [...], failure: [...]}",
+                             {"success": _v_strings, "failure": _v_strings}),
+            scalar=False),
+    Setting(key="on_limit", default="wait", check=_Choice("wait", "stop")),
+    Setting(key="limit_wait", default=43200, check=_Number(0, above=True, unit="seconds")),
+    Setting(key="heartbeat", default=300, check=_Number(0, unit="seconds")),
+    Setting(key="verify", default=None, check=_v_command, procedure=True, flag="--verify", metavar="CMD",
+            help="quality gate after each iteration (sh -c); a failure rejects the agent's SUCCESS claim"),
+    Setting(key="done_when", default=None, check=_v_command, procedure=True, flag="--done-when",
+            metavar="CMD",
+            help="queue check before each iteration: exit 0 stops (nothing left)"),
+    Setting(key="stuck", default=None, scalar=False, procedure=True, check=_v_optional(_v_mapping(
+        "{same_error: 3, no_change: 2}",
+        {"same_error": _Number(1, whole=True), "no_change": _Number(1, whole=True)}))),
+    Setting(key="git", default=None, scalar=False, procedure=True, check=_v_optional(_v_mapping(
+        "{commit: true, push: false, message: '...'}",
+        {"commit": _v_bool, "push": _v_bool, "message": _v_str}))),
+)
+SETTING = {setting.key: setting for setting in SETTINGS}
+# Tier 1, "built-in": every other tier overrides these.
+BUILTIN_LOOP = {setting.key: setting.default for setting in SETTINGS}
+LOOP_SCHEMA = {setting.key: setting.check for setting in SETTINGS}
+# A procedure's own keys, and the loop settings it may set.
+PROCEDURE_SCHEMA = dict({"display": _v_str, "summary": _v_str, "description": _v_str,
+                         "requires": _v_paths, "requires_hint": _v_str},
+                        **{setting.key: setting.check for setting in SETTINGS if setting.procedure})
+
+
 _V_ALIAS_MAPPING = _v_mapping("{command: '...', format: claude, env: {...}}", {
-    "command": _v_command, "format": _v_enum(*AGENT_FORMATS), "env": _v_env})
+    "command": _v_command, "format": _Choice(*AGENT_FORMATS), "env": _v_env})
 
 
 def _v_alias(value: object) -> Optional[str]:
@@ -2097,10 +2086,9 @@ class Config(Record):
             path = path[:-1]
         return (TIER_BUILTIN, None, None, None)
 
-    def where(self, key_path: tuple) -> Tuple[str, Optional[str]]:
-        """(tier, `file:line`) of a key's value, for people."""
-        tier, path, line, _ = self.origin(key_path)
-        return tier, ("%s:%d" % (path, line) if path and line else path)
+    def where(self, key_path: tuple) -> Tuple[str, Optional[str], Optional[int]]:
+        """(tier, file, line) of a key's value."""
+        return self.origin(key_path)[:3]
 
     def problem(self, key_path: tuple, message: str) -> tuple:
         """A ConfigError problem located at the key: `file:line:col: key.path: message`."""
@@ -2274,7 +2262,7 @@ def _env_layer(environ: Mapping[str, str], cwd: str, report: Callable) -> dict:
     """The env tier: ROODA_LOOP_<KEY> for each scalar loop setting (a relative
     ROODA_LOOP_LOG_DIR is taken from the current directory, like --log-dir)."""
     loop = {}
-    scalars = [key for key in LOOP_SCHEMA if key not in ("env", "signals", "stuck", "git")]
+    scalars = [setting.key for setting in SETTINGS if setting.scalar]
     for name, raw in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX):
             continue
@@ -2289,7 +2277,7 @@ def _env_layer(environ: Mapping[str, str], cwd: str, report: Callable) -> dict:
             value: object = None
         elif text.lower() in ("true", "false"):
             value = text.lower() == "true"
-        elif key in ("show_ai_output", "feedback") and text in ("1", "0"):
+        elif SETTING[key].check is _v_bool and text in ("1", "0"):
             value = text == "1"
         elif re.fullmatch(r"[-+]?[0-9]+", text):
             value = int(text)
@@ -2443,7 +2431,8 @@ class AgentCommand(Record):
 
     argv: List[str]
     env: Dict[str, str]
-    source: str
+    source: str                     # where it came from, for people ("preset claude, found on PATH")
+    origin: Tuple[str, Optional[str], Optional[int]]  # and as Config.where says it
     preset: Optional[str]
     format: str
 
@@ -2500,38 +2489,41 @@ def resolve_agent(config: Config, procedure_name: Optional[str], ai_cmd: Optiona
     procedure = config.data.get("procedures", {}).get(procedure_name, {}) if procedure_name else {}
     chosen_format = ai_format or procedure.get("ai_format") or config.loop("ai_format")
 
-    def agent(argv: List[str], env: Dict[str, str], source: str, preset: Optional[str],
+    def agent(argv: List[str], env: Dict[str, str], source: str, origin: tuple, preset: Optional[str],
               own_format: Optional[str]) -> AgentCommand:
-        return AgentCommand(argv=argv, env=env, source=source, preset=preset,
+        return AgentCommand(argv=argv, env=env, source=source, origin=origin, preset=preset,
                             format=chosen_format or own_format or infer_format(argv) or "text")
 
-    def from_alias(name: str, origin: str) -> AgentCommand:
+    def from_alias(name: str, said: str, origin: tuple) -> AgentCommand:
         found = alias_definition(aliases, name)
         if found is None:
             raise UsageError("unknown agent preset '%s' (from %s)%s" % (
-                name, origin, did_you_mean(name, list(aliases) + list(PRESET_ALIASES))
+                name, said, did_you_mean(name, list(aliases) + list(PRESET_ALIASES))
                 or "; known presets: " + ", ".join(sorted(aliases))))
         name, command, env, own_format = found
         return agent(_split_command(command, "ai_cmd_aliases." + name), env,
-                     "preset %s, %s" % (name, origin), name, own_format)
+                     "preset %s, %s" % (name, said), origin, name, own_format)
 
+    own = ("procedures", procedure_name)
     choices = (
-        ("cmd", ai_cmd, "--ai-cmd"),
-        ("alias", ai_cmd_alias, "--ai-cmd-alias"),
-        ("cmd", procedure.get("ai_cmd"), "procedure %s ai_cmd" % procedure_name),
-        ("alias", procedure.get("ai_cmd_alias"), "procedure %s ai_cmd_alias" % procedure_name),
-        ("cmd", config.loop("ai_cmd"), "loop.ai_cmd"),
-        ("alias", config.loop("ai_cmd_alias"), "loop.ai_cmd_alias"),
+        ("cmd", ai_cmd, "--ai-cmd", (TIER_FLAG, "--ai-cmd", None)),
+        ("alias", ai_cmd_alias, "--ai-cmd-alias", (TIER_FLAG, "--ai-cmd-alias", None)),
+        ("cmd", procedure.get("ai_cmd"), "procedure %s ai_cmd" % procedure_name,
+         config.where(own + ("ai_cmd",))),
+        ("alias", procedure.get("ai_cmd_alias"), "procedure %s ai_cmd_alias" % procedure_name,
+         config.where(own + ("ai_cmd_alias",))),
+        ("cmd", config.loop("ai_cmd"), "loop.ai_cmd", config.where(("loop", "ai_cmd"))),
+        ("alias", config.loop("ai_cmd_alias"), "loop.ai_cmd_alias", config.where(("loop", "ai_cmd_alias"))),
     )
-    for kind, value, origin in choices:
+    for kind, value, said, origin in choices:
         if value is not None:  # an explicit "" on the command line is a mistake to report
             if kind == "alias":
-                return from_alias(value, origin)
-            return agent(_split_command(value, origin), {}, "from " + origin, None, None)
+                return from_alias(value, said, origin)
+            return agent(_split_command(value, said), {}, "from " + said, origin, None, None)
     for name in PRESETS:
         found = alias_definition(aliases, name)
         if found and _which(_split_command(found[1], "ai_cmd_aliases." + name)[0]):
-            return from_alias(name, "found on PATH")
+            return from_alias(name, "found on PATH", (TIER_BUILTIN, "found on PATH", None))
     return None
 
 
@@ -5002,31 +4994,26 @@ class RunPlan(Record):
     fragments: Dict[str, List[dict]]
     context: List[str]
     max_iterations: Optional[int]
-    failure_threshold: int
-    iteration_timeout: Optional[float]
-    idle_timeout: Optional[float]
-    max_time: Optional[float]
-    max_cost: Optional[float]
-    delay: float
-    backoff: float
-    kill_grace: float
-    feedback: bool
-    max_output_buffer: int
     signals: Dict[str, List[str]]
     agent: Optional[AgentCommand]
     env: Dict[str, str]
     verbosity: int
     color: bool
     cwd: str
-    sources: Dict[str, Tuple[str, Optional[str]]]
+    settings: Dict[str, Any]        # every row of SETTINGS, read as plan.<key>
+    sources: Dict[str, Tuple[str, Optional[str], Optional[int]]]  # where each came from
     gates: Gates
     log_dir: Optional[str]
     prompt_file: Optional[str]
     prompt_text: Optional[str]
-    on_limit: str
-    limit_wait: float
-    heartbeat: float
     repo: Optional[GitRepository] = None
+
+    def __getattr__(self, name: str) -> Any:
+        """A setting by its key: plan.delay, plan.max_cost."""
+        settings = self.__dict__.get("settings")
+        if settings is None or name not in settings:
+            raise AttributeError(name)
+        return settings[name]
 
 
 class IterationRecord(Record):
@@ -5688,26 +5675,8 @@ examples:
 """
 
 
-def _number_type(option: str, minimum: float, inclusive: bool, whole: bool = False
-                 ) -> Callable[[str], float]:
-    """An argparse type: a finite number >= (or >) minimum, with an error naming option."""
-    def parse(text: str) -> float:
-        try:
-            value: Optional[float] = int(text, 10) if whole else float(text)
-        except ValueError:
-            value = None
-        if value is None or value != value or value in (float("inf"), float("-inf")) or \
-                value < minimum or (not inclusive and value == minimum):
-            import argparse
-
-            raise argparse.ArgumentTypeError("%s must be %s %s %g, not '%s'" % (
-                option, "a whole number" if whole else "a number", ">=" if inclusive else ">",
-                minimum, text))
-        return value
-    return parse
-
-
 def _parse_count(text: str, what: str) -> int:
+    """A cap: a whole number >= 0, 0 meaning unlimited."""
     try:
         value = int(text, 10)
     except ValueError:
@@ -5717,36 +5686,8 @@ def _parse_count(text: str, what: str) -> int:
     return value
 
 
-def _count_type(option: str) -> Callable[[str], int]:
-    """An argparse type for a cap: a whole number >= 0, 0 meaning unlimited."""
-    def parse(text: str) -> int:
-        try:
-            return _parse_count(text, option)
-        except UsageError as exc:
-            import argparse
-
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    return parse
-
-
-def _choice_type(option: str, choices: Sequence[str]) -> Callable[[str], str]:
-    """An argparse type for one of a few words, with "did you mean"."""
-    def parse(text: str) -> str:
-        if text in choices:
-            return text
-        import argparse
-
-        raise argparse.ArgumentTypeError("%s must be %s or %s, not '%s'%s" % (
-            option, ", ".join(choices[:-1]), choices[-1], text, did_you_mean(text, choices)))
-    return parse
-
-
 def _usage_message(message: str) -> str:
-    """argparse's message in rooda's words: the option's own sentence when a type said it,
-    "needs a value", "exclude each other"."""
-    own = re.match(r"argument [^:]+: (-.*)$", message, re.S)
-    if own:
-        return own.group(1)
+    """argparse's own message in rooda's words: "needs a value", "exclude each other"."""
     needs = re.match(r"argument (\S+): expected one argument$", message)
     if needs:
         return "option %s needs a value" % needs.group(1)
@@ -5759,18 +5700,23 @@ def _usage_message(message: str) -> str:
 
 def build_parser() -> Any:
     """The command line of SPEC 2 on argparse: one parser, options before or after the
-    words (parse_intermixed_args), the words dispatched by `dispatch`."""
+    words (parse_intermixed_args), the words dispatched by `dispatch`; a setting's option
+    comes from its row of SETTINGS, its value checked by the setting's own rule."""
     import argparse
 
     class Parser(argparse.ArgumentParser):
         def error(self, message: str) -> "NoReturn":  # type: ignore[override]
             raise UsageError(_usage_message(message))
 
+    def typed(option: str, parse: Optional[Callable[[str, str], Any]]) -> Callable[[str], Any]:
+        return str if parse is None else lambda text: parse(option, text)
+
     parser = Parser(prog="python3 rooda.py", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
                     add_help=False, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("words", nargs="*", help=argparse.SUPPRESS)
     run = parser.add_argument_group("run options (before or after the procedure)")
-    run.add_argument("-n", "--max-iterations", metavar="N", type=_count_type("--max-iterations"),
+    run.add_argument("-n", "--max-iterations", metavar="N",
+                     type=lambda text: _parse_count(text, "--max-iterations"),
                      help="cap the iterations (0 means unlimited)")
     run.add_argument("-u", "--unlimited", action="store_true",
                      help="no cap (--max-iterations wins when both are given)")
@@ -5783,45 +5729,22 @@ def build_parser() -> Any:
                           help="stream the agent's output (readable, never raw JSON) and the gates'")
     loudness.add_argument("-q", "--quiet", action="store_true",
                           help="print only errors, warnings and interruptions")
-    run.add_argument("--log-level", metavar="LEVEL",
-                     type=_choice_type("--log-level", ("debug", "info", "warn", "error")),
-                     help="the Go rooda's flag: debug = --verbose, warn/error = --quiet")
-    run.add_argument("--ai-cmd", metavar="CMD",
-                     help="the agent command (split like a shell would, never run by one)")
-    run.add_argument("--ai-cmd-alias", metavar="NAME",
-                     help="a named agent preset (claude, codex, gemini, copilot, ...)")
-    run.add_argument("--ai-format", metavar="NAME", type=_choice_type("--ai-format", AGENT_FORMATS),
-                     help="how to read the agent's output: %s" % ", ".join(AGENT_FORMATS))
     for phase in PHASES:
         run.add_argument("--" + phase, metavar="FILE",
                          help="replace the %s phase's fragments for this run" % phase)
     run.add_argument("--config", metavar="PATH",
                      help="the workspace config (default ./rooda-config.json)")
-    run.add_argument("--failure-threshold", metavar="N",
-                     type=_number_type("--failure-threshold", 1, True, whole=True),
-                     help="consecutive failures before aborting (default 3)")
-    run.add_argument("--timeout", metavar="S", type=_number_type("--timeout", 0, False),
-                     help="wall-clock limit per iteration, seconds")
-    run.add_argument("--idle-timeout", metavar="S", type=_number_type("--idle-timeout", 0, False),
-                     help="stop an iteration after S seconds without agent output")
-    run.add_argument("--max-time", metavar="S", type=_number_type("--max-time", 0, False),
-                     help="time budget for the whole run, seconds")
-    run.add_argument("--max-cost", metavar="USD", type=_number_type("--max-cost", 0, False),
-                     help="cost budget for the whole run, from the agent's reported cost")
-    run.add_argument("--delay", metavar="S", type=_number_type("--delay", 0, True),
-                     help="pause between iterations (multiplied by backoff per failure)")
-    gates = parser.add_argument_group("gates and logs")
-    gates.add_argument("--verify", metavar="CMD",
-                       help="quality gate after each iteration (sh -c); a failure rejects the"
-                            " agent's SUCCESS claim")
-    gates.add_argument("--done-when", metavar="CMD",
-                       help="queue check before each iteration: exit 0 stops (nothing left)")
-    gates.add_argument("--log-dir", metavar="DIR",
-                       help="where the session logs go (default: logs/ beside rooda.py)")
-    gates.add_argument("--no-log", action="store_true", help="write no session logs")
-    gates.add_argument("--color", metavar="WHEN", default="auto",
-                       type=_choice_type("--color", ("auto", "always", "never")),
-                       help="auto (default), always or never")
+    for setting in SETTINGS:
+        if setting.flag:
+            run.add_argument(setting.flag, dest=setting.key, metavar=setting.metavar, help=setting.help,
+                             type=typed(setting.flag, getattr(setting.check, "parse", None)))
+    logs = parser.add_argument_group("logs and output")
+    logs.add_argument("--log-dir", metavar="DIR",
+                      help="where the session logs go (default: logs/ beside rooda.py)")
+    logs.add_argument("--no-log", action="store_true", help="write no session logs")
+    logs.add_argument("--color", metavar="WHEN", default="auto",
+                      type=typed("--color", _Choice("auto", "always", "never").parse),
+                      help="auto (default), always or never")
     other = parser.add_argument_group("options of the other commands")
     other.add_argument("--json", action="store_true", help="config, status: print JSON")
     other.add_argument("--all", action="store_true", help="status: every session, newest first")
@@ -5850,20 +5773,19 @@ def parse_args(argv: Sequence[str]) -> Any:
 
 
 def resolve_max_iterations(options: Any, positional: Optional[str], procedure_name: str,
-                           config: Config, prompt: bool = False
-                           ) -> Tuple[Optional[int], Tuple[str, Optional[str]]]:
+                           config: Config, prompt: bool = False) -> Tuple[Optional[int], tuple]:
     """SPEC 2's precedence: --max-iterations > --unlimited > positional > the procedure's
     default (or iteration_mode) > loop's default (or iteration_mode) > 5. 0 is unlimited.
     `prompt <file>` defaults to 1 (seed 002's one ad-hoc run) instead of the config.
     Returns the cap (None: unlimited) and where it came from."""
     if options.max_iterations is not None:
-        return options.max_iterations or None, (TIER_FLAG, "--max-iterations")
+        return options.max_iterations or None, (TIER_FLAG, "--max-iterations", None)
     if options.unlimited:
-        return None, (TIER_FLAG, "--unlimited")
+        return None, (TIER_FLAG, "--unlimited", None)
     if positional is not None:
-        return _parse_count(positional, "max_iterations") or None, (TIER_FLAG, "max_iterations")
+        return _parse_count(positional, "max_iterations") or None, (TIER_FLAG, "max_iterations", None)
     if prompt:
-        return 1, (TIER_BUILTIN, "prompt")
+        return 1, (TIER_BUILTIN, "prompt", None)
     procedure = config.procedure(procedure_name)
     own = ("procedures", procedure_name)
     if procedure.get("iteration_mode") == "unlimited":
@@ -5905,64 +5827,51 @@ def _use_color(option: str, stream: TextIO) -> bool:
 LOG_LEVELS = {"debug": 2, "info": 1, "warn": 0, "error": 0}
 
 
-def _agent_origin(config: Config, procedure_name: str,
-                  agent: Optional[AgentCommand]) -> Tuple[str, Optional[str]]:
-    """Where the agent command came from, as (tier, file) like any other setting."""
-    if agent is None:
-        return (TIER_BUILTIN, None)
-    origin = agent.source
-    for flag in ("--ai-cmd-alias", "--ai-cmd"):
-        if origin.endswith(flag):
-            return (TIER_FLAG, flag)
-    for key in ("ai_cmd_alias", "ai_cmd"):
-        if origin.endswith("procedure %s %s" % (procedure_name, key)):
-            return config.where(("procedures", procedure_name, key))
-        if origin.endswith("loop." + key):
-            return config.where(("loop", key))
-    return (TIER_BUILTIN, "found on PATH")
+def _resolve_settings(options: Any, config: Config, procedure_name: str
+                      ) -> Tuple[Dict[str, Any], Dict[str, tuple]]:
+    """Every setting of SETTINGS and where it came from: its flag beats the procedure's
+    own value (where a procedure may set it), which beats the loop setting of any tier."""
+    procedure = config.data.get("procedures", {}).get(procedure_name, {})
+    values: Dict[str, Any] = {}
+    sources: Dict[str, tuple] = {}
+    for setting in SETTINGS:
+        given = getattr(options, setting.key, None) if setting.flag else None
+        if given is not None:
+            values[setting.key], sources[setting.key] = given, (TIER_FLAG, setting.flag, None)
+        elif setting.procedure and procedure.get(setting.key) is not None:
+            values[setting.key] = procedure[setting.key]
+            sources[setting.key] = config.where(("procedures", procedure_name, setting.key))
+        else:
+            values[setting.key] = config.loop(setting.key)
+            sources[setting.key] = config.where(("loop", setting.key))
+    return values, sources
 
 
 def plan_run(options: Any, config: Config, procedure_name: str,
              positional: Optional[str], prompt_file: Optional[str] = None) -> RunPlan:
-    """Resolve everything a run needs, and where each setting came from (`sources`):
-    flags beat the procedure's own setting, which beats the loop setting of any tier.
+    """Resolve everything a run needs, and where each setting came from (`sources`).
     With `prompt_file` (`prompt <file|->`) there is no procedure: the file's text is the
     prompt, the gates come from flags and the loop settings, and the cap defaults to 1
     (then the failure threshold too, so that one failed ad-hoc run exits 1)."""
     procedure = config.procedure(procedure_name) if prompt_file is None else {}
     cwd = os.getcwd()
-    sources: Dict[str, Tuple[str, Optional[str]]] = {}
-
-    def setting(key: str, flag_value: object = None, flag: str = "",
-                procedure_may_set: bool = True) -> Any:
-        if flag_value is not None:
-            sources[key] = (TIER_FLAG, flag)
-            return flag_value
-        if procedure_may_set and procedure.get(key) is not None:
-            sources[key] = config.where(("procedures", procedure_name, key))
-            return procedure[key]
-        sources[key] = config.where(("loop", key))
-        return config.loop(key)
-
+    settings, sources = _resolve_settings(options, config, procedure_name if prompt_file is None else "")
     fragments = {}
     for phase in PHASES if prompt_file is None else ():
         override = getattr(options, phase)
         if override:
             fragments[phase] = [{"path": os.path.join(cwd, override)}]
-            sources[phase] = (TIER_FLAG, "--" + phase)
+            sources[phase] = (TIER_FLAG, "--" + phase, None)
         else:
             fragments[phase] = procedure.get(phase) or []
             sources[phase] = config.where(("procedures", procedure_name, phase))
     if options.verbose or options.quiet or options.log_level:
-        verbosity = VERBOSE if options.verbose else QUIET if options.quiet else \
-            LOG_LEVELS[options.log_level]
+        verbosity = VERBOSE if options.verbose else QUIET if options.quiet else LOG_LEVELS[options.log_level]
         sources["verbosity"] = (TIER_FLAG, "--verbose" if options.verbose else "--quiet"
-                                if options.quiet else "--log-level")
+                                if options.quiet else "--log-level", None)
     else:
-        level = config.loop("log_level")
-        verbosity = VERBOSE if config.loop("show_ai_output") else LOG_LEVELS.get(level, NORMAL)
-        sources["verbosity"] = config.where(("loop", "show_ai_output" if config.loop("show_ai_output")
-                                             else "log_level"))
+        verbosity = VERBOSE if settings["show_ai_output"] else LOG_LEVELS.get(settings["log_level"], NORMAL)
+        sources["verbosity"] = sources["show_ai_output" if settings["show_ai_output"] else "log_level"]
     signals = dict(BUILTIN_LOOP["signals"])
     signals.update(config.loop("signals") or {})
     env = {}
@@ -5972,29 +5881,25 @@ def plan_run(options: Any, config: Config, procedure_name: str,
         options, positional, procedure_name, config, prompt=prompt_file is not None)
     agent = resolve_agent(config, procedure_name if prompt_file is None else None,
                           options.ai_cmd, options.ai_cmd_alias, options.ai_format)
-    sources["agent"] = _agent_origin(config, procedure_name, agent)
-    stuck = setting("stuck") or {}
-    git_settings = setting("git") or {}
+    sources["agent"] = agent.origin if agent is not None else (TIER_BUILTIN, None, None)
+    stuck, git_settings = settings["stuck"] or {}, settings["git"] or {}
     gates = Gates(
-        verify=setting("verify", options.verify, "--verify"),
-        done_when=setting("done_when", options.done_when, "--done-when"),
-        requires=list(procedure.get("requires") or ()),
-        requires_hint=procedure.get("requires_hint"),
+        verify=settings["verify"], done_when=settings["done_when"],
+        requires=list(procedure.get("requires") or ()), requires_hint=procedure.get("requires_hint"),
         same_error=stuck.get("same_error"), no_change=stuck.get("no_change"),
         commit=bool(git_settings.get("commit")), push=bool(git_settings.get("push")),
-        message=git_settings.get("message"), timeout=config.loop("gate_timeout"))
+        message=git_settings.get("message"), timeout=settings["gate_timeout"])
     if options.no_log:
-        log_dir, sources["log_dir"] = None, (TIER_FLAG, "--no-log")
+        log_dir, sources["log_dir"] = None, (TIER_FLAG, "--no-log", None)
     elif options.log_dir:
-        log_dir, sources["log_dir"] = os.path.join(cwd, os.path.expanduser(options.log_dir)), \
-            (TIER_FLAG, "--log-dir")
+        log_dir = os.path.join(cwd, os.path.expanduser(options.log_dir))
+        sources["log_dir"] = (TIER_FLAG, "--log-dir", None)
     else:
-        log_dir = os.path.join(ROODA_DIR, config.loop("log_dir"))  # built-in: beside rooda.py
-        sources["log_dir"] = config.where(("loop", "log_dir"))
-    failure_threshold = int(setting("failure_threshold", options.failure_threshold,
-                                    "--failure-threshold"))
+        log_dir = os.path.join(ROODA_DIR, settings["log_dir"])  # built-in: beside rooda.py
+    settings["failure_threshold"] = int(settings["failure_threshold"])
     if prompt_file is not None and max_iterations == 1 and options.failure_threshold is None:
-        failure_threshold, sources["failure_threshold"] = 1, (TIER_BUILTIN, "prompt, one iteration")
+        settings["failure_threshold"] = 1
+        sources["failure_threshold"] = (TIER_BUILTIN, "prompt, one iteration", None)
     prompt_text = None
     if prompt_file == "-":
         # Read once, before anything runs: every iteration gets the same text.
@@ -6004,36 +5909,40 @@ def plan_run(options: Any, config: Config, procedure_name: str,
         if not prompt_text.strip():
             raise UsageError("prompt -: nothing arrived on standard input")
     return RunPlan(
-        procedure=procedure_name,
-        fragments=fragments,
-        context=_read_context(options.context, cwd),
-        max_iterations=max_iterations,
-        failure_threshold=failure_threshold,
-        iteration_timeout=setting("iteration_timeout", options.timeout, "--timeout"),
-        idle_timeout=setting("idle_timeout", options.idle_timeout, "--idle-timeout"),
-        max_time=setting("max_time", options.max_time, "--max-time"),
-        max_cost=setting("max_cost", options.max_cost, "--max-cost"),
-        delay=setting("delay", options.delay, "--delay", procedure_may_set=False),
-        backoff=setting("backoff", procedure_may_set=False),
-        kill_grace=setting("kill_grace", procedure_may_set=False),
-        feedback=setting("feedback", procedure_may_set=False),
-        max_output_buffer=setting("max_output_buffer"),
-        signals=signals,
-        agent=agent,
-        env=env,
-        verbosity=verbosity,
-        color=_use_color(options.color, sys.stderr),
-        cwd=cwd,
-        sources=sources,
-        gates=gates,
-        log_dir=log_dir,
+        procedure=procedure_name, fragments=fragments, context=_read_context(options.context, cwd),
+        max_iterations=max_iterations, signals=signals, agent=agent, env=env, verbosity=verbosity,
+        color=_use_color(options.color, sys.stderr), cwd=cwd, sources=sources, gates=gates,
+        log_dir=log_dir, settings=settings,
         prompt_file=os.path.join(cwd, prompt_file) if prompt_file not in (None, "-") else None,
-        prompt_text=prompt_text,
-        repo=None,
-        on_limit=setting("on_limit", procedure_may_set=False),
-        limit_wait=setting("limit_wait", procedure_may_set=False),
-        heartbeat=setting("heartbeat", procedure_may_set=False),
-    )
+        prompt_text=prompt_text)
+
+
+def _plain_fragments(fragments: object, cwd: str) -> object:
+    """Fragment lists as their paths (relative to cwd when below it) or inline content."""
+    if not isinstance(fragments, list):
+        return fragments
+    shown: list = []
+    for fragment in fragments:
+        if isinstance(fragment, dict) and "path" in fragment and len(fragment) == 1:
+            shown.append(_display_path(fragment["path"], cwd))
+        elif isinstance(fragment, dict) and "path" in fragment:
+            shown.append(dict(fragment, path=_display_path(fragment["path"], cwd)))
+        else:
+            shown.append(fragment)
+    return shown
+
+
+def plan_listing(plan: RunPlan, cwd: str) -> List[Tuple[str, object, tuple]]:
+    """A run's resolved settings as `config` and `info` list them: (key, value, where)."""
+    rows: List[Tuple[str, object]] = [("max_iterations", plan.max_iterations)]
+    rows += [(setting.key, plan.settings[setting.key]) for setting in SETTINGS if setting.key not in
+             ("default_max_iterations", "iteration_mode", "log_level", "show_ai_output", "log_dir")]
+    rows += [("verbosity", ("quiet", "normal", "verbose")[plan.verbosity]),
+             ("agent", plan.agent.display() if plan.agent is not None else None),
+             ("log_dir", _display_path(plan.log_dir, cwd) if plan.log_dir else None)]
+    rows += [(phase, _plain_fragments(plan.fragments[phase], cwd))
+             for phase in PHASES if phase in plan.fragments]
+    return [(key, value, plan.sources[key]) for key, value in rows]
 
 
 def _silence_stdout() -> None:
@@ -6133,21 +6042,6 @@ def _leaves(value: Any, path: tuple = ()) -> Iterable[Tuple[tuple, Any]]:
         yield path, value
 
 
-def _plain_fragments(fragments: object, cwd: str) -> object:
-    """Fragment lists as their paths (relative to cwd when below it) or inline content."""
-    if not isinstance(fragments, list):
-        return fragments
-    shown: list = []
-    for fragment in fragments:
-        if isinstance(fragment, dict) and "path" in fragment and len(fragment) == 1:
-            shown.append(_display_path(fragment["path"], cwd))
-        elif isinstance(fragment, dict) and "path" in fragment:
-            shown.append(dict(fragment, path=_display_path(fragment["path"], cwd)))
-        else:
-            shown.append(fragment)
-    return shown
-
-
 def command_config(options: Any, procedure_name: Optional[str]) -> int:
     """Every resolved setting with the tier and file it came from (SPEC 2 `config`)."""
     config = load_config_saying_warnings(options)
@@ -6175,22 +6069,8 @@ def command_config(options: Any, procedure_name: Optional[str]) -> int:
         if key not in config.data.get("loop", {}):
             add(("loop", key), default)
     if procedure_name is not None:
-        values: Dict[str, Any] = {
-            "max_iterations": plan.max_iterations, "failure_threshold": plan.failure_threshold,
-            "iteration_timeout": plan.iteration_timeout, "idle_timeout": plan.idle_timeout,
-            "max_time": plan.max_time, "delay": plan.delay, "backoff": plan.backoff,
-            "kill_grace": plan.kill_grace, "feedback": plan.feedback,
-            "max_output_buffer": plan.max_output_buffer,
-            "verbosity": ("quiet", "normal", "verbose")[plan.verbosity],
-            "agent": plan.agent.display() if plan.agent is not None else None,
-        }
-        for phase in PHASES:
-            values[phase] = _plain_fragments(plan.fragments[phase], cwd)
-        for name, value in values.items():
-            tier, where = plan.sources[name]
-            path, _, line = (where or "").rpartition(":") if where and where[-1:].isdigit() \
-                else (where, "", "")
-            rows.append(("run." + name, value, tier, path or None, int(line) if line else None))
+        for key, value, (tier, path, line) in plan_listing(plan, cwd):
+            rows.append(("run." + key, value, tier, path, line))
 
     if options.json:
         report = {key: {"value": value, "tier": tier, "file": path}
@@ -6229,13 +6109,14 @@ def command_info(options: Any, name: str) -> int:
     procedure = config.procedure(name)
     plan = plan_run(options, config, name, None)
     cwd = os.getcwd()
-    tier, where = config.where(("procedures", name))
+    tier, where, line = config.where(("procedures", name))
     out = ["%s — %s" % (name, procedure.get("display") or name)]
     if procedure.get("summary"):
         out.append(_wrap(procedure["summary"]))
     if procedure.get("description"):
         out += ["", _wrap(procedure["description"])]
-    out += ["", "defined in: %s (%s)" % (where or "rooda.py", tier), "", "phases:"]
+    out += ["", "defined in: %s%s (%s)" % (where or "rooda.py", ":%d" % line if line else "", tier), "",
+            "phases:"]
     for phase in PHASES:
         out.append("  %s" % phase)
         for fragment in plan.fragments[phase]:
@@ -6248,30 +6129,16 @@ def command_info(options: Any, name: str) -> int:
             else:
                 first = fragment["content"].strip().splitlines()[0] if fragment["content"].strip() else ""
                 out.append("    (content) %s" % (first[:70] + ("…" if len(first) > 70 else "")))
-    gates = plan.gates
-    gate_lines = []
-    for label, value in (("verify", gates.verify), ("done_when", gates.done_when),
-                         ("requires", ", ".join(gates.requires)), ("requires_hint", gates.requires_hint),
-                         ("stuck.same_error", gates.same_error), ("stuck.no_change", gates.no_change),
-                         ("git.commit", gates.commit or None), ("git.push", gates.push or None),
-                         ("git.message", gates.message)):
-        if value:
-            gate_lines.append("  %-17s %s" % (label, value))
-    out += ["", "gates:"] + (gate_lines or ["  (none)"])
+    if plan.gates.requires:
+        hint = "; " + plan.gates.requires_hint if plan.gates.requires_hint else ""
+        out += ["", "requires: %s%s" % (", ".join(plan.gates.requires), hint)]
     out += ["", "settings for a run (value, then where it comes from):"]
-    values: List[Tuple[str, Any]] = [
-        ("max_iterations", "unlimited" if plan.max_iterations is None else plan.max_iterations),
-        ("failure_threshold", plan.failure_threshold),
-        ("iteration_timeout", plan.iteration_timeout), ("idle_timeout", plan.idle_timeout),
-        ("max_time", plan.max_time), ("delay", plan.delay), ("backoff", plan.backoff),
-        ("kill_grace", plan.kill_grace), ("feedback", plan.feedback),
-        ("agent", plan.agent.display() if plan.agent else "(no agent found on PATH)"),
-        ("log_dir", _display_path(plan.log_dir, cwd) if plan.log_dir else "(no log)"),
-    ]
-    for key, value in values:
-        source_tier, source = plan.sources.get(key, (TIER_BUILTIN, None))
-        shown = "none" if value is None else _scalar_text(value)
-        out.append("  %-17s %-40s %s%s" % (key, shown, source_tier, " " + source if source else ""))
+    for key, value, (tier, path, line) in plan_listing(plan, cwd):
+        if key not in PHASES:
+            shown = "none" if value is None else value if isinstance(value, str) else \
+                _scalar_text(value) if not isinstance(value, (dict, list)) else json.dumps(value)
+            where = " %s%s" % (path, ":%d" % line if line else "") if path else ""
+            out.append("  %-20s %-40s %s%s" % (key, shown, tier, where))
     write_stdout("\n".join(out) + "\n")
     return 0
 
