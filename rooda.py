@@ -481,6 +481,40 @@ class Record:
         return "%s(%s)" % (type(self).__name__, inner)
 
 
+# -- internal state --------------------------------------------------------------------
+# Every module-level variable that changes, in one place (a reader who suspects stale
+# data looks here). Files and what was read from them are remembered by path with the
+# stat signature they were read under: a prompt is assembled afresh every iteration and
+# HEAD read twice, but an unchanged file need not be read again (git replaces a ref by
+# renaming a new file over it, so a new inode says it changed).
+_FILE_CACHE: Dict[Tuple[str, str], Tuple[tuple, Any]] = {}
+_HEADS: Dict[str, Tuple[tuple, Optional[str]]] = {}  # HEAD per git dir, by its files' signatures
+_PROGRAM_PATHS: Dict[Tuple[str, str], Optional[str]] = {}  # (program, PATH) -> where it is
+_LAST_ECHOES: List[Any] = [None]    # the last prompt's echo lines (SignalScanner)
+_SUBREAPER: Optional[bool] = None   # whether rooda became a child subreaper (Linux)
+_FATAL_SIGNAL: Optional[int] = None  # a signal that ended the run: re-raised at exit
+
+
+def stat_signature(path: str) -> Optional[tuple]:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_ino, info.st_mtime_ns, info.st_ctime_ns, info.st_size)
+
+
+def cached_read(kind: str, path: str, read: Callable[[str], Any]) -> Any:
+    """read(path), remembered until the file's stat signature changes."""
+    signature = stat_signature(path)
+    cached = _FILE_CACHE.get((kind, path))
+    if signature is not None and cached is not None and cached[0] == signature:
+        return cached[1]
+    value = read(path)
+    if signature is not None:
+        _FILE_CACHE[(kind, path)] = (signature, value)
+    return value
+
+
 # ----------------------------------------------------------------------
 # 4. YAML subset loader
 # ----------------------------------------------------------------------
@@ -2580,33 +2614,14 @@ def _apply_parameters(text: str, parameters: Dict[str, str], where: str) -> str:
     return re.sub(r"\{\{.*?\}\}", substitute, text, flags=re.S)
 
 
-# Fragment texts by path, with the stat signature they were read under: a prompt is
-# assembled afresh every iteration, but an unchanged file need not be read again.
-_FRAGMENT_CACHE: Dict[str, Tuple[tuple, str]] = {}
-
-
-def _read_fragment(path: str, phase: str) -> str:
-    try:
-        info = os.stat(path)
-        signature = (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino)
-    except OSError:
-        signature = None
-    cached = _FRAGMENT_CACHE.get(path)
-    if signature is not None and cached is not None and cached[0] == signature:
-        return cached[1]
-    text = read_text(path, "%s fragment" % phase)
-    if signature is not None:
-        _FRAGMENT_CACHE[path] = (signature, text)
-    return text
-
-
 def read_fragments(fragments: Sequence[dict], phase: str) -> List[str]:
     """The texts of a phase's fragments, as they are now (files may change between
     iterations; a changed file is read again)."""
     texts = []
     for fragment in fragments:
         if "path" in fragment:
-            text = _read_fragment(fragment["path"], phase)
+            text = cached_read("fragment", fragment["path"],
+                               lambda path: read_text(path, phase + " fragment"))
             where = fragment["path"]
         else:
             text = fragment["content"]
@@ -2848,9 +2863,6 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-_SUBREAPER: Optional[bool] = None
-
-
 def become_subreaper() -> bool:
     """On Linux, adopt orphaned descendants (PR_SET_CHILD_SUBREAPER), so that a process
     that escaped the agent's group with setsid becomes our child and can be terminated.
@@ -3016,8 +3028,6 @@ class _Child:
 # stays ignored for the agent too (SPEC 7). subprocess.Popen resets the same pair.
 _RESET_SIGNALS = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ")
                        if hasattr(signal, name))
-# Where each agent program was found on PATH, so that spawning needs no lookup.
-_PROGRAM_PATHS: Dict[Tuple[str, str], Optional[str]] = {}
 
 
 def _spawn(argv: List[str], use_stdin: bool, env: Optional[Dict[str, str]],
@@ -3502,12 +3512,12 @@ class SignalScanner:
                 self.markers.append((marker.encode("utf-8"), kind))
         self.bare = {marker for marker, _ in self.markers}
         key = (prompt, tuple(self.markers))
-        cached = SignalScanner._last_echoes
+        cached = _LAST_ECHOES[0]
         if cached is not None and cached[0] == key:
             self.echoes = cached[1]  # the same prompt as the last iteration
         else:
             self.echoes = self._prompt_echoes(prompt)
-            SignalScanner._last_echoes = (key, self.echoes)
+            _LAST_ECHOES[0] = (key, self.echoes)
         self.first_bytes = {marker[:1] for marker in self.bare}
         longest = max((len(m) for m in self.bare), default=1)
         self.seam = longest - 1
@@ -3515,9 +3525,6 @@ class SignalScanner:
         self.cap = max([len(line) for line in self.echoes] + [longest]) + 256
         self.found: set = set()
         self.streams: Dict[str, _StreamLines] = {}
-
-    # The echo lines of the last prompt seen: most iterations' prompts are identical.
-    _last_echoes: Optional[Tuple[tuple, frozenset]] = None
 
     def _prompt_echoes(self, prompt: str) -> frozenset:
         """The prompt's lines (stripped) that hold a signal and are more than the signal."""
@@ -4367,42 +4374,17 @@ def find_repository(cwd: str) -> Tuple[Optional[GitRepository], str]:
                          reftable=os.path.isdir(os.path.join(common, "reftable"))), ""
 
 
-# packed-refs by path, with the stat signature it was read under.
-_PACKED_REFS: Dict[str, Tuple[tuple, Dict[str, str]]] = {}
-
-
-def _packed_refs(common_dir: str) -> Dict[str, str]:
-    path = os.path.join(common_dir, "packed-refs")
-    try:
-        info = os.stat(path)
-    except OSError:
-        return {}
-    signature = (info.st_mtime_ns, info.st_size, info.st_ino)
-    cached = _PACKED_REFS.get(path)
-    if cached is not None and cached[0] == signature:
-        return cached[1]
+def _parse_packed_refs(path: str) -> Dict[str, str]:
     refs = {}
-    with open(path, "rb") as stream:
-        for line in stream.read().decode("utf-8", "replace").splitlines():
-            parts = line.split(" ", 1)
-            if len(parts) == 2 and not line.startswith(("#", "^")):
-                refs[parts[1].strip()] = parts[0]
-    _PACKED_REFS[path] = (signature, refs)
-    return refs
-
-
-# The last answer of read_head per repository, with the stat signatures of the files it
-# came from: git replaces a ref by renaming a new file over it (a new inode), so an
-# unchanged signature is an unchanged answer -- two stats instead of two reads.
-_HEADS: Dict[str, Tuple[tuple, Optional[str]]] = {}
-
-
-def _signature(path: str) -> Optional[tuple]:
     try:
-        info = os.stat(path)
+        with open(path, "rb") as stream:
+            for line in stream.read().decode("utf-8", "replace").splitlines():
+                parts = line.split(" ", 1)
+                if len(parts) == 2 and not line.startswith(("#", "^")):
+                    refs[parts[1].strip()] = parts[0]
     except OSError:
-        return None
-    return (info.st_ino, info.st_mtime_ns, info.st_size)
+        pass
+    return refs
 
 
 def _read_head_files(repo: GitRepository, watched: List[Tuple[str, Optional[tuple]]]) -> Optional[str]:
@@ -4411,7 +4393,7 @@ def _read_head_files(repo: GitRepository, watched: List[Tuple[str, Optional[tupl
     if not repo.reftable:
         try:
             head = os.path.join(repo.git_dir, "HEAD")
-            watched.append((head, _signature(head)))
+            watched.append((head, stat_signature(head)))
             with open(head, "rb") as stream:
                 value = stream.read().decode("ascii").strip()
             for _ in range(5):  # a symbolic ref may point at another one
@@ -4423,12 +4405,13 @@ def _read_head_files(repo: GitRepository, watched: List[Tuple[str, Optional[tupl
                 ref = os.path.join(repo.git_dir if name.startswith(_PER_WORKTREE_REFS) else repo.common_dir,
                                    name)
                 packed_path = os.path.join(repo.common_dir, "packed-refs")
-                watched += [(ref, _signature(ref)), (packed_path, _signature(packed_path))]
+                watched += [(ref, stat_signature(ref)), (packed_path, stat_signature(packed_path))]
                 try:
                     with open(ref, "rb") as stream:
                         value = stream.read().decode("ascii").strip()
                 except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-                    packed = _packed_refs(repo.common_dir).get(name)
+                    packed = cached_read("packed-refs", os.path.join(repo.common_dir, "packed-refs"),
+                                         _parse_packed_refs).get(name)
                     if packed is None:
                         return None  # an unborn branch: no commit yet
                     value = packed
@@ -4444,7 +4427,7 @@ def read_head(repo: GitRepository) -> Optional[str]:
     `git rev-parse HEAD` would say it; None on an unborn branch. Where the files cannot
     say (a reftable, something unexpected), git is asked."""
     cached = _HEADS.get(repo.git_dir)
-    if cached is not None and all(_signature(path) == signature for path, signature in cached[0]):
+    if cached is not None and all(stat_signature(path) == signature for path, signature in cached[0]):
         return cached[1]
     watched: List[Tuple[str, Optional[tuple]]] = []
     value = _read_head_files(repo, watched)
@@ -5970,10 +5953,6 @@ def load_config_saying_warnings(options: Any) -> Config:
     for warning in config.warnings:
         sys.stderr.write(warning + "\n")
     return config
-
-
-# Set by a run that ended on SIGINT/SIGTERM/SIGHUP: re-raised on rooda itself at exit.
-_FATAL_SIGNAL: Optional[int] = None
 
 
 def command_run(options: Any, procedure_name: str, positional: Optional[str],
