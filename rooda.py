@@ -526,6 +526,15 @@ _YAML_ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\
                  "/": "/", "\\": "\\", "N": "\x85", "_": "\xa0", "L": "\u2028",
                  "P": "\u2029"}
 _YAML_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+# What the subset refuses where a node starts, by its first character, and the hint.
+_YAML_REFUSED = {"&": ("anchors (&name)", "repeat the value or use rooda-config.json"),
+                 "*": ("aliases (*name)", "repeat the value or use rooda-config.json"),
+                 "!": ("tags (!tag)", "remove the tag; quote the value to make it a string")}
+
+
+def _is_item(text: str) -> bool:
+    """Whether a line's content (after its indentation) is a sequence item."""
+    return text == "-" or text.startswith("- ")
 
 
 def _yaml_plain_value(text: str) -> object:
@@ -570,6 +579,10 @@ class YamlSubsetParser:
 
     def refuse(self, what: str, hint: str, index: int, col: int) -> ConfigError:
         return self.error("%s %s; %s" % (what, _YAML_UNSUPPORTED, hint), index, col)
+
+    def refuse_marker(self, char: str, index: int, col: int) -> ConfigError:
+        """An anchor, alias or tag: refused the same way wherever it stands."""
+        return self.refuse(*_YAML_REFUSED[char], index=index, col=col)
 
     def indent_of(self, index: int) -> int:
         line = self.lines[index]
@@ -629,7 +642,7 @@ class YamlSubsetParser:
         """The node that starts on the current line, at `indent`."""
         index = self.index
         content = self.lines[index][indent:]
-        if content == "-" or content.startswith("- "):
+        if _is_item(content):
             return self.parse_sequence(indent, key_path)
         if self.split_key(index, indent) is not None:
             return self.parse_mapping(indent, key_path)
@@ -661,7 +674,7 @@ class YamlSubsetParser:
             if line.rstrip() in ("---", "..."):
                 break
             content = line[indent:]
-            if content == "-" or content.startswith("- "):
+            if _is_item(content):
                 raise self.error("a sequence item where a key was expected", index, indent)
             split = self.split_key(index, indent)
             if split is None:
@@ -684,7 +697,7 @@ class YamlSubsetParser:
                 break
             line = self.lines[index]
             content = line[indent:]
-            if not (content == "-" or content.startswith("- ")):
+            if not _is_item(content):
                 break  # e.g. the next key after `key:` and a sequence at the key's indentation
             item_path = key_path + (len(items),)
             self.positions[item_path] = (index + 1, indent + 1)
@@ -697,7 +710,7 @@ class YamlSubsetParser:
             if not rest or rest.startswith("#"):
                 self.index = index + 1
                 items.append(self.parse_nested(indent, item_path))
-            elif rest == "-" or rest.startswith("- ") or self.split_key(index, item_col) is not None:
+            elif _is_item(rest) or self.split_key(index, item_col) is not None:
                 # `- key: v` or `- - x`: blank the dash, so the item is a block at item_col
                 # whose later lines align with its first (columns in errors stay true).
                 self.lines[index] = line[:indent] + " " * (item_col - indent) + rest
@@ -718,8 +731,7 @@ class YamlSubsetParser:
         content = self.lines[index][current:]
         if current > parent_indent:
             return self.parse_block(current, key_path)
-        if allow_same_indent_sequence and current == parent_indent and (
-                content == "-" or content.startswith("- ")):
+        if allow_same_indent_sequence and current == parent_indent and _is_item(content):
             return self.parse_sequence(current, key_path)
         return None
 
@@ -728,7 +740,7 @@ class YamlSubsetParser:
         """The value after `key:`: on the same line, or the block below it."""
         if not rest or rest.startswith("#"):
             return self.parse_nested(parent_indent, key_path, allow_same_indent_sequence=True)
-        if rest == "-" or rest.startswith("- "):
+        if _is_item(rest):
             raise self.error("a sequence cannot start on its key's line; put '- item' on the"
                              " next line", index, col)
         return self.parse_inline(rest, index, col, parent_indent, key_path)
@@ -739,15 +751,8 @@ class YamlSubsetParser:
                      key_path: tuple) -> object:
         """A value that starts at line `index`, column `col`; self.index is past its line."""
         first = text[:1]
-        if first == "&":
-            raise self.refuse("anchors (&name)", "repeat the value or use rooda-config.json",
-                              index, col)
-        if first == "*":
-            raise self.refuse("aliases (*name)", "repeat the value or use rooda-config.json",
-                              index, col)
-        if first == "!":
-            raise self.refuse("tags (!tag)", "remove the tag; quote the value to make it a string",
-                              index, col)
+        if first in _YAML_REFUSED:
+            raise self.refuse_marker(first, index, col)
         if first in ("|", ">"):
             return self.parse_block_scalar(text, index, col, parent_indent)
         if first in ("[", "{"):
@@ -888,9 +893,8 @@ class YamlSubsetParser:
             char = text[at]
             if char in "[{":
                 raise self.refuse("nested flow collections", "use block style", index, col + at)
-            if char in "&*!":
-                what = {"&": "anchors (&name)", "*": "aliases (*name)", "!": "tags (!tag)"}[char]
-                raise self.refuse(what, "repeat the value or use rooda-config.json", index, col + at)
+            if char in _YAML_REFUSED:
+                raise self.refuse_marker(char, index, col + at)
             if char in "\"'":
                 value, end = self.parse_quoted(text, at, index, col)
                 return value, skip_spaces(end), True
@@ -1030,14 +1034,8 @@ class YamlSubsetParser:
             rest_start = end + (len(after) - len(stripped)) + 1
         else:
             if text[0] in "[{#&*!|>%@`-" and not (text[0] == "-" and text[1:2] not in (" ", "")):
-                if text[0] == "&" and ":" in text:
-                    raise self.refuse("anchors (&name)", "repeat the value or use"
-                                      " rooda-config.json", index, col)
-                if text[0] == "*" and ":" in text:
-                    raise self.refuse("aliases (*name)", "repeat the value or use"
-                                      " rooda-config.json", index, col)
-                if text[0] == "!" and ":" in text:
-                    raise self.refuse("tags (!tag)", "remove the tag", index, col)
+                if text[0] in _YAML_REFUSED and ":" in text:
+                    raise self.refuse_marker(text[0], index, col)
                 return None
             position = 0
             while True:
