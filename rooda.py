@@ -87,12 +87,17 @@ FAILURE = "failure"
 TIMEOUT = "timeout"
 REJECTED = "rejected"
 LIMITED = "limited"             # a provider usage or rate limit: waited out, run again
+UNAVAILABLE = "unavailable"     # a provider outage: waited out, run again
 OUTCOME_INTERRUPTED = "interrupted"  # (the .jsonl's word for an iteration a signal ended)
 # Outcomes that count as a failure towards the threshold and get `, consecutive: x/y`.
 FAILING_OUTCOMES = (FAILURE, TIMEOUT, REJECTED)
-# Why an iteration did not succeed (SPEC 13, 15): the provider's part.
-CAUSE_AUTH = "auth"             # the CLI cannot authenticate: stop, no iteration can succeed
-CAUSE_LIMIT = "limit"           # a usage or rate limit: wait it out, run the iteration again
+# Why an iteration did not succeed (SPEC 15), in the order in which the first that
+# applies is its cause: the provider's part first (auth and billing stop the run, a limit
+# or an outage is waited out), then the iteration's own.
+CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE = "auth", "billing", "limit", "outage"
+CAUSE_TIMEOUT, CAUSE_AGENT, CAUSE_ERROR = "timeout", "agent", "error"
+CAUSE_VERIFY, CAUSE_GIT, CAUSE_EXIT = "verify", "git", "exit"
+PROVIDER_CAUSES = (CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE)
 # How a run ended (the .jsonl's session_end.status); STOPS gives each its exit code.
 STATUS_COMPLETED = "completed"
 STATUS_ABORTED = "aborted"
@@ -100,6 +105,7 @@ STATUS_STUCK = "stuck"
 STATUS_INTERRUPTED = "interrupted"
 STATUS_ERROR = "error"
 STATUS_LIMITED = "limited"
+STATUS_UNAVAILABLE = "unavailable"
 # Signal kinds, as they appear in the jsonl log and the iteration records.
 SIGNAL_SUCCESS = "SUCCESS"
 SIGNAL_FAILURE = "FAILURE"
@@ -364,6 +370,15 @@ def _number(value: object) -> Optional[float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return value if value == value and abs(value) != float("inf") else None
+
+
+def _last_line(output: bytes, markers: Sequence[str]) -> str:
+    """An output's last non-blank line that is not a bare promise marker, ≤ 200 chars."""
+    for line in reversed(output.decode("utf-8", "replace").splitlines()):
+        line = line.strip()
+        if line and line not in markers:
+            return line[:200]
+    return ""
 
 
 def _mapping(value: object) -> dict:
@@ -1135,9 +1150,11 @@ def tool_result_event(output: str, failed: bool, exit_code: object = None,
     return (EV_TOOL_RESULT, len(output), failed, said, exit_code if isinstance(exit_code, int) else None)
 
 
-def usage_event(figures: Mapping[str, Any], additive: bool = False) -> tuple:
-    """Usage figures, the unknown ones left out (additive: sum them over the iteration)."""
-    return (EV_USAGE, {name: value for name, value in figures.items() if value is not None}, additive)
+def usage_event(figures: Mapping[str, Any], how: str = "set", key: object = None) -> tuple:
+    """Usage figures, the unknown ones left out: the iteration's ("set"), a step's to sum
+    over it ("add"), or a message's while the run goes on ("partial", per message `key`:
+    they stand in for the run's when its run-ending event never comes)."""
+    return (EV_USAGE, {name: value for name, value in figures.items() if value is not None}, how, key)
 
 
 def limit_event(kind: str, message: Optional[str], resets_at: Optional[float]) -> tuple:
@@ -1278,7 +1295,14 @@ def decode_claude(event: dict) -> Optional[list]:
         texts = [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
         if event.get("error"):  # a synthetic message that carries an API error
             return [error_event(" ".join(texts) or str(event["error"]), None, str(event["error"]))]
-        events: list = []
+        message = _mapping(event.get("message"))
+        usage = _mapping(message.get("usage"))
+        events: list = [usage_event({
+            "input_tokens": _number(usage.get("input_tokens")),
+            "output_tokens": _number(usage.get("output_tokens")),
+            "cache_read_tokens": _number(usage.get("cache_read_input_tokens")),
+            "cache_write_tokens": _number(usage.get("cache_creation_input_tokens"))},
+            "partial", message.get("id"))] if usage else []
         for block in blocks:
             if block.get("type") == "text" and isinstance(block.get("text"), str):
                 if event.get("parent_tool_use_id"):
@@ -1359,7 +1383,7 @@ def decode_codex(event: dict) -> Optional[list]:
         return [usage_event({"input_tokens": None if total_input is None else
                              max(total_input - (cached or 0) - (written or 0), 0),
                              "cache_read_tokens": cached, "cache_write_tokens": written,
-                             "output_tokens": _number(usage.get("output_tokens"))}, additive=True),
+                             "output_tokens": _number(usage.get("output_tokens"))}, how="add"),
                 result_event(True)]
     if kind == "turn.failed":
         return [error_event(str(_mapping(event.get("error")).get("message") or "the turn failed")),
@@ -1432,7 +1456,7 @@ def decode_copilot(event: dict) -> Optional[list]:
     if kind == "assistant.turn_retry":
         return [notice_event("retrying the model call (%s)" % (data.get("reason") or "error"))]
     if kind == "assistant.turn_end":
-        return [usage_event({"turns": 1}, additive=True)]
+        return [usage_event({"turns": 1}, how="add")]
     if kind == "result":
         return [result_event(event.get("exitCode") in (0, None))]
     if isinstance(kind, str) and kind.split(".")[0] in ("session", "assistant", "model", "tool", "user"):
@@ -1463,7 +1487,7 @@ def decode_opencode(event: dict) -> Optional[list]:
                                "output_tokens": _number(tokens.get("output")),
                                "cache_read_tokens": _number(cache.get("read")),
                                "cache_write_tokens": _number(cache.get("write")),
-                               "cost_usd": _number(part.get("cost")), "turns": 1}, additive=True)]
+                               "cost_usd": _number(part.get("cost")), "turns": 1}, how="add")]
         return events + [result_event(True)] if part.get("reason") == "stop" else events
     if kind == "error":
         error = _mapping(event.get("error"))
@@ -1525,6 +1549,8 @@ AGENT_CLIS = (
             (CAUSE_LIMIT, r"Your org is out of (usage)", None),
             (CAUSE_LIMIT, r"API Error: Request rejected \(429\)", "rate limit"),
             (CAUSE_LIMIT, r"API Error: Server is temporarily limiting requests", "rate limit"),
+            (CAUSE_BILLING, r"Credit balance is too low", None),
+            (CAUSE_OUTAGE, r"API Error: (?:Repeated )?(?:5\d\d|529)\b|API Error: Connection error", None),
             (CAUSE_AUTH, r"Invalid API key · Fix external API key", None),
             (CAUSE_AUTH, r"Please run /login", None),
             (CAUSE_AUTH, r"OAuth token has expired", None),
@@ -1539,8 +1565,9 @@ AGENT_CLIS = (
                    "codex exec exits 1 outside a git repository without --skip-git-repo-check"),),
         words=(
             (CAUSE_LIMIT, r"You(?:'|’)ve hit your ((?:[\w']+ )*?limit)\b", None),
-            (CAUSE_LIMIT, r"\b(Quota exceeded)\. Check your plan and billing details", None),
+            (CAUSE_BILLING, r"\bQuota exceeded\. Check your plan and billing details", None),
             (CAUSE_LIMIT, r"exceeded retry limit, last status: 429", "rate limit"),
+            (CAUSE_OUTAGE, r"stream disconnected|unexpected status 5\d\d\b", None),
             (CAUSE_AUTH, r"unexpected status 401 Unauthorized", None),
             (CAUSE_AUTH, r"Incorrect API key provided", None))),
     AgentCLI(
@@ -1591,7 +1618,8 @@ AGENT_CLIS = (
         name="qwen", command="qwen --yolo -o stream-json",
         stream_format="claude", stream_flags=(("-o", "stream-json"), ("--output-format", "stream-json")),
         login="OPENAI_API_KEY (with OPENAI_BASE_URL), or `qwen` then /auth",
-        words=((CAUSE_AUTH, r"\[API Error: 401\b", None),)),
+        words=((CAUSE_AUTH, r"\[API Error: 401\b", None),
+               (CAUSE_OUTAGE, r"\[API Error: (?:Connection error|5\d\d\b)", None))),
     AgentCLI(
         name="goose", command="goose run --no-session -q -i -", env={"GOOSE_MODE": "auto"},
         login="the provider's API key, from `goose configure`",
@@ -1819,6 +1847,8 @@ SETTINGS = (
     Setting(key="on_limit", default="wait", check=_Choice("wait", "stop")),
     Setting(key="limit_wait", default=43200, check=_Number(0, above=True, unit="seconds")),
     Setting(key="heartbeat", default=300, check=_Number(0, unit="seconds")),
+    Setting(key="outage_wait", default=3600, check=_Number(0, unit="seconds")),
+    Setting(key="on_failure_signal", default="retry", check=_Choice("retry", "stop"), procedure=True),
     Setting(key="verify", default=None, check=_v_command, procedure=True, flag="--verify", metavar="CMD",
             help="quality gate after each iteration (sh -c); a failure rejects the agent's SUCCESS claim"),
     Setting(key="done_when", default=None, check=_v_command, procedure=True, flag="--done-when",
@@ -2643,22 +2673,29 @@ def assemble_prompt(phases: Dict[str, List[str]], context: Sequence[str] = (),
     return "\n\n".join(parts) + "\n"
 
 
-def describe_previous(iteration: int, outcome: str, exit_code: int, tail: bytes,
-                      source: str, signals: Sequence[str]) -> str:
-    """The PREVIOUS ITERATION section's text for a failed iteration.
+def describe_previous(previous: "IterationRecord", markers: Sequence[str]) -> str:
+    """The PREVIOUS ITERATION section for a failed iteration (SPEC 15): how it ended and
+    why, the agent's own explanation when it gave one, then the tail of the output that
+    says most (the verifier's when it failed, else the agent's).
 
     The quoted output has its signal strings replaced by a mention, so that an agent
     that echoes the section back does not repeat the previous iteration's claim.
     """
-    text = tail[-FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace")
-    for marker in signals:
+    text = previous.tail[-FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace")
+    for marker in markers:
         text = text.replace(marker, "[signal %s]" % marker.replace("<", "").replace(">", " ").split()[-1])
     text = text.strip("\n")
-    head = "Iteration %d ended in %s (exit code %d)." % (iteration, outcome, exit_code)
+    head = "Iteration %d ended in %s (exit code %d)." % (
+        previous.iteration, previous.outcome, previous.exit_code)
+    if previous.reason:
+        head += "\nWhy: %s: %s" % previous.reason
+        if previous.explanation and previous.reason[0] != CAUSE_AGENT:
+            head += "\nThe agent's own explanation: " + previous.explanation
+    head += "\n" if previous.reason else " "
     if not text.strip():
-        return head + " It printed nothing."
-    return "%s The last %s of %s output:\n\n%s" % (
-        head, "%d bytes" % len(text.encode("utf-8")), source, text)
+        return head + "It printed nothing."
+    return "%sThe last %d bytes of %s output:\n\n%s" % (
+        head, len(text.encode("utf-8")), previous.source, text)
 
 
 def signal_markers(signals: Mapping[str, Sequence[str]]) -> List[str]:
@@ -2676,8 +2713,7 @@ def build_prompt(plan: RunPlan, previous: Optional[IterationRecord]) -> str:
     phases = {phase: read_fragments(plan.fragments[phase], phase) for phase in PHASES}
     feedback = None
     if plan.feedback and previous is not None and previous.outcome in FAILING_OUTCOMES:
-        feedback = describe_previous(previous.iteration, previous.outcome, previous.exit_code,
-                                     previous.tail, previous.source, signal_markers(plan.signals))
+        feedback = describe_previous(previous, signal_markers(plan.signals))
     return assemble_prompt(phases, plan.context, feedback)
 
 
@@ -3628,6 +3664,8 @@ class StreamReport(Record):
     structured: bool = False        # False: read as text (declared so, or no event seen)
     usage: Optional[Dict[str, Any]] = None
     notice: Optional[str] = None    # the last retry or warning the CLI reported
+    said: str = ""                  # the agent's last words (text: the output's tail)
+    last_text: str = ""             # its final message (text: the last non-empty line)
 
 
 class TextReader:
@@ -3654,8 +3692,10 @@ class TextReader:
 
     def finish(self, result: AgentResult) -> StreamReport:
         tail = self.tail.bytes()
+        said = tail[-8192:].decode("utf-8", "replace")
         return StreamReport(signals=self.scanner.finish(), tail=tail, own_text=tail[-LIMIT_SCAN_BYTES:],
-                            output_bytes=self.output_bytes)
+                            output_bytes=self.output_bytes, said=said,
+                            last_text=_last_line(said.encode("utf-8"), ()))
 
 
 def total_tokens(usage: Mapping[str, Any]) -> Optional[int]:
@@ -3665,19 +3705,21 @@ def total_tokens(usage: Mapping[str, Any]) -> Optional[int]:
     return int(sum(known)) if known else None
 
 
-def describe_usage(usage: Mapping[str, Any], tool_calls: Optional[int] = None) -> List[str]:
-    """Usage in words, only the parts that are known: `4 turns`, `78.8k tokens`, `$0.39`."""
+def describe_usage(usage: Mapping[str, Any], tool_calls: Optional[int] = None,
+                   brief: bool = False) -> List[str]:
+    """Usage in words, only the parts that are known: `4 turns`, `78.8k tokens`, `$0.39`
+    (brief: tokens and cost only)."""
     parts = []
-    if usage.get("turns"):
+    if usage.get("turns") and not brief:
         parts.append(plural(int(usage["turns"]), "turn"))
-    if tool_calls:
+    if tool_calls and not brief:
         parts.append(plural(tool_calls, "tool call"))
     tokens = total_tokens(usage)
     if tokens is not None:
         parts.append("%s tokens" % format_count(tokens))
     if usage.get("cost_usd") is not None:
         parts.append(format_cost(usage["cost_usd"]))
-    if usage.get("model"):
+    if usage.get("model") and not brief:
         parts.append(str(usage["model"]))
     return parts
 
@@ -3725,7 +3767,10 @@ class EventReader:
         self.limit: Optional[Tuple[str, Optional[str], Optional[float]]] = None
         self.ended: Optional[bool] = None   # the run-ending event: ok or not
         self.notice: Optional[str] = None
-        self.assistant_text = False
+        self.partial: Dict[object, dict] = {}  # usage per message, until the run's comes
+        self.said = _Tail(8192)             # the assistant's words (for its explanation)
+        self.last_text = ""                 # its last message (for a commit's summary)
+        self.in_delta = False               # the last event was a chunk of a longer text
         self.text_open = False              # the last text shown did not end its line
         self.rendered = _Tail(fallback.tail.size)  # the readable lines: reasons come from here
         self.own_text = b""
@@ -3823,46 +3868,55 @@ class EventReader:
     # -- events -----------------------------------------------------------------------
 
     def _apply(self, event: tuple) -> None:
-        kind = event[0]
+        kind, delta = event[0], False
         if kind == EV_TEXT:
-            text, delta = event[1], event[2]
+            _, text, delta = event
             if not text:
                 return
-            self.assistant_text = True
             data = text.encode("utf-8")
             # Deltas are chunks of one text: joined as they are, so that a marker split
             # across two of them is still found; whole texts are lines of their own.
             self.scanner.feed("assistant", data if delta else b"\n" + data + b"\n")
+            self.said(data if delta else data + b"\n")
+            self.last_text = self.last_text + text if delta and self.in_delta else text
+            self.limit = None  # the model answered: a limit hit before was recovered from
             self._show(text, partial=delta)
         elif kind == EV_TOOL:
             self.tool_calls += 1
+            self.limit = None
             detail = event[2].replace(self.cwd, "") if event[2] else ""
             self.last_tool = "%s: %s" % (event[1], detail) if detail else event[1]
             self._show("→ " + self.last_tool)
         elif kind == EV_TOOL_RESULT:
-            if event[2]:
-                self._show("  ✗ %s%s" % ("exit %d: " % event[4] if event[4] is not None else "",
-                                         event[3] or "failed"))
+            _, _, failed, said, code = event
+            if failed:
+                self._show("  ✗ %s%s" % ("exit %d: " % code if code is not None else "", said or "failed"))
         elif kind == EV_USAGE:
-            if event[2]:
-                add_usage(self.usage, event[1])
+            _, figures, how, key = event
+            if how == "partial":
+                self.partial[key] = figures
+            elif how == "add":
+                add_usage(self.usage, figures)
             else:
-                self.usage.update(event[1])
+                self.usage.update(figures)
         elif kind == EV_LIMIT:
-            self.limit = (event[1], event[2], event[3])
+            self.limit = event[1:]
         elif kind == EV_ERROR:
             if self.error is None or self.error[0] != event[1]:  # Claude says it twice
                 self._show("  ✗ error: " + _one_line(event[1], 400))
-            self.error = (event[1], event[2], event[3])
+            self.error = event[1:]
         elif kind == EV_NOTICE:
             self.notice = event[1]
             self._show("  · " + _one_line(event[1], 400))
         elif kind == EV_RESULT:
-            self.ended = event[1]
-            if event[1] and event[2]:
-                self.scanner.feed("assistant", b"\n" + event[2].encode("utf-8") + b"\n")
-                if not self.assistant_text:
-                    self._show(event[2])
+            _, self.ended, text = event
+            if self.ended and text:
+                self.scanner.feed("assistant", b"\n" + text.encode("utf-8") + b"\n")
+                if not self.last_text:
+                    self.said(text.encode("utf-8"))
+                    self.last_text = text
+                    self._show(text)
+        self.in_delta = delta
 
     def _show(self, text: str, partial: bool = False) -> None:
         """A readable line (or a chunk of one, for deltas) to --verbose and the .log."""
@@ -3903,25 +3957,25 @@ class EventReader:
         closing = self.usage_line()
         if closing:
             self._show(closing)
+        if self.ended is None and self.partial and total_tokens(self.usage) is None:
+            for figures in self.partial.values():  # cut short: what the messages carried
+                add_usage(self.usage, figures)
         self.usage.setdefault("tool_calls", self.tool_calls)
+        usage = {name: self.usage.get(name) for name in USAGE_FIELDS}
+        usage["partial"] = self.ended is None and total_tokens(self.usage) is not None
         return StreamReport(signals=self.scanner.finish(), tail=tail, own_text=self.own_text,
                             output_bytes=self.fallback.output_bytes, error=self.error,
                             limit=self.limit, cut_short=self.ended is None, structured=True,
-                            usage={name: self.usage.get(name) for name in USAGE_FIELDS},
-                            notice=self.notice)
+                            usage=usage, notice=self.notice, last_text=self.last_text,
+                            said=self.said.bytes().decode("utf-8", "replace"))
 
 
 def usage_suffix(usage: Optional[Mapping[str, Any]]) -> str:
     """` · 24.1k tokens · $0.31` for a progress line: only the parts the agent reported."""
     if not usage or (not total_tokens(usage) and not usage.get("cost_usd")):
         return ""  # nothing reported, or nothing spent (a request refused at a limit)
-    parts = []
-    tokens = total_tokens(usage)
-    if tokens is not None:
-        parts.append("%s tokens" % format_count(tokens))
-    if usage.get("cost_usd") is not None:
-        parts.append(format_cost(usage["cost_usd"]))
-    return "".join(" · " + part for part in parts)
+    return "".join(" · " + part for part in describe_usage(usage, brief=True)) + \
+        (" (partial)" if usage.get("partial") else "")
 
 
 def _usage_log_lines(usage: Mapping[str, Any]) -> str:
@@ -3937,7 +3991,8 @@ def _usage_log_lines(usage: Mapping[str, Any]) -> str:
             ("input_tokens", "input"), ("output_tokens", "output"),
             ("cache_read_tokens", "cache read"), ("cache_write_tokens", "cache write"))
             if usage.get(name) is not None]
-        lines.append("Tokens: %d (%s)" % (tokens, ", ".join(parts)))
+        lines.append("Tokens: %d (%s)%s" % (tokens, ", ".join(parts),
+                                            " (partial)" if usage.get("partial") else ""))
     if usage.get("tool_calls"):
         lines.append("Tool Calls: %d" % usage["tool_calls"])
     if usage.get("cost_usd") is not None:
@@ -3948,95 +4003,89 @@ def _usage_log_lines(usage: Mapping[str, Any]) -> str:
 # ----------------------------------------------------------------------
 # 11. Outcomes and causes
 # ----------------------------------------------------------------------
-# Why an iteration ended and what the run does next: the outcome matrix of SPEC 5, the
-# provider's limits and failed credentials of SPEC 13 (structured events say so
-# directly; for text, the CLIs' own messages are read, but only when the iteration
-# failed and only in the last 2 KB, so that a message a tool printed earlier never
-# counts), and the closing line of each way a run stops.
+# Why an iteration ended and what the run does next (SPEC 5, 13, 15): the outcome and
+# the one cause of an iteration that did not succeed, the provider's part in it (bad
+# credentials, an account that cannot pay, a limit, an outage), and the closing line of
+# each way a run stops. Structured events say what the provider did directly; in text,
+# the CLIs' own messages are read, but only when the iteration failed and only in the
+# last 2 KB, so that a message a tool printed earlier never counts.
 
 def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: Optional[str] = None,
                      verified: Optional[bool] = None, reported_error: bool = False,
-                     cut_short: bool = False, limited: bool = False, git_failed: bool = False) -> str:
-    """The outcome matrix of SPEC 5, whole: a provider limit first (not a failure: waited
-    out), then an error the CLI itself reports (SPEC 12) and a failed commit or push --
-    failures whatever was said; then output signals win over the exit code."""
+                     cut_short: bool = False, trouble: Optional[str] = None,
+                     git_failed: bool = False) -> Tuple[str, Optional[str]]:
+    """The outcome matrix of SPEC 5 and the cause of SPEC 15, whole: (outcome, cause).
+
+    The provider's trouble comes first (a limit or an outage is waited out, not failed);
+    an error the CLI itself reports and a failed commit are failures whatever was said;
+    then output signals win over the exit code. The cause of an outcome that is not a
+    success is the first that applies: the provider's, timeout, agent (it signalled
+    FAILURE), error, verify, git, exit."""
     signals = set(signals)
-    if limited:
-        return LIMITED
-    if reported_error or git_failed:
-        return FAILURE
-    if SIGNAL_SUCCESS in signals:
-        return REJECTED if verified is False else COMPLETED
-    if timed_out:
-        return TIMEOUT
-    if cut_short or exit_code != 0 or SIGNAL_FAILURE in signals or verified is False:
-        return FAILURE
-    return SUCCESS
+    if trouble is not None:
+        outcome = {CAUSE_LIMIT: LIMITED, CAUSE_OUTAGE: UNAVAILABLE}.get(trouble, FAILURE)
+    elif reported_error or git_failed:
+        outcome = FAILURE
+    elif SIGNAL_SUCCESS in signals:
+        outcome = REJECTED if verified is False else COMPLETED
+    elif timed_out:
+        outcome = TIMEOUT
+    elif cut_short or exit_code != 0 or SIGNAL_FAILURE in signals or verified is False:
+        outcome = FAILURE
+    else:
+        return SUCCESS, None
+    if outcome == COMPLETED:
+        return outcome, None
+    for cause, applies in ((trouble, trouble is not None), (CAUSE_TIMEOUT, timed_out),
+                           (CAUSE_AGENT, SIGNAL_FAILURE in signals),
+                           (CAUSE_ERROR, reported_error or cut_short), (CAUSE_VERIFY, verified is False),
+                           (CAUSE_GIT, git_failed)):
+        if applies:
+            return outcome, cause
+    return outcome, CAUSE_EXIT
 
 
-def _last_line(output: bytes, markers: Sequence[str]) -> str:
-    """An output's last non-blank line that is not a bare promise marker, ≤ 200 chars."""
-    for line in reversed(output.decode("utf-8", "replace").splitlines()):
-        line = line.strip()
-        if line and line not in markers:
-            return line[:200]
+def explanation(text: str, markers: Sequence[str]) -> str:
+    """What the agent said about its FAILURE: the words on the marker's line besides the
+    marker, else the last non-empty line before it (SPEC 15); "" without a marker."""
+    lines = text.splitlines()
+    for index in range(len(lines) - 1, -1, -1):
+        if any(marker in lines[index] for marker in markers):
+            words = lines[index]
+            for marker in markers:
+                words = words.replace(marker, " ")
+            words = words.strip(" \t-:—.")
+            earlier = [line.strip() for line in lines[:index] if line.strip()]
+            return _one_line(words or (earlier[-1] if earlier else ""), 200)
     return ""
 
 
 # Seconds added to a known reset time (the CLIs print it cut to the minute).
 LIMIT_MARGIN_SECONDS = 30
 # Waits when the reset time is unknown: 1, 2, 4 ... minutes, doubling per consecutive
-# limited attempt, capped here.
+# limited attempt, capped here; an outage is retried the same way, capped lower.
 LIMIT_BACKOFF_START = 60
 LIMIT_BACKOFF_CAP = 1800
+OUTAGE_BACKOFF_CAP = 900
 # A printed time of day this far in the past is the same minute today, not tomorrow.
 RESET_PAST_TOLERANCE = 300
-# Limit and authentication messages, as (regex, kind; None: the matched words). The
-# CLIs' own words (their rows' `words`) are read in a failed text agent's last 2 KB. The
-# API wordings added to them are too common in ordinary output (a web app's failing
-# tests say "429 Too Many Requests") to be read there; they classify only an error a
-# structured CLI reports.
-_CLI_LIMIT_MESSAGES = tuple({(pattern, kind): None for cli in AGENT_CLIS
-                             for cause, pattern, kind in cli.words if cause == CAUSE_LIMIT})
-_API_LIMIT_MESSAGES = _CLI_LIMIT_MESSAGES + (
-    (r"exceeded your current (quota)", None),
-    (r"\b(rate limit) (?:exceeded|reached)", None),
-    (r"\b429\b[^\n]{0,40}\b(?:Too Many Requests|RESOURCE_EXHAUSTED|rate.?limit)", "rate limit"),
-)
-_CLI_AUTH_MESSAGES = tuple({pattern: None for cli in AGENT_CLIS
-                            for cause, pattern, _ in cli.words if cause == CAUSE_AUTH})
-_API_AUTH_MESSAGES = _CLI_AUTH_MESSAGES + (
-    r"\b401\b", r"authentication_failed", r"Authentication failed", r"\bUnauthorized\b",
-    r"Not logged in",
+# What the provider did, in words, as (cause, regex, the limit's kind -- None: the
+# regex's first group). The CLIs' own (their rows' `words`) are read in a failed text
+# agent's last 2 KB. The API wordings added to them are too common in ordinary output (a
+# web app's failing tests say "429 Too Many Requests", a test runner "Connection error")
+# to be read there; they classify only an error a structured CLI reports.
+_CLI_WORDS = tuple({entry: None for cli in AGENT_CLIS for entry in cli.words})
+_API_WORDS = _CLI_WORDS + (
+    (CAUSE_AUTH, r"\b401\b|authentication_failed|Authentication failed|\bUnauthorized\b|Not logged in", None),
+    (CAUSE_BILLING, r"insufficient_quota|exceeded your current quota|payment required|\b402\b"
+                    r"|credit balance is too low|billing_error", None),
+    (CAUSE_LIMIT, r"\b(rate limit) (?:exceeded|reached)", None),
+    (CAUSE_LIMIT, r"\b429\b[^\n]{0,40}\b(?:Too Many Requests|RESOURCE_EXHAUSTED|rate.?limit)", "rate limit"),
+    (CAUSE_OUTAGE, r"(?:status|API Error:?|HTTP)\W{0,3}(?:5\d\d)\b|overloaded|internal server error"
+                   r"|service unavailable|bad gateway|gateway timeout|connection (?:error|refused|reset)"
+                   r"|ECONN(?:REFUSED|RESET)|ETIMEDOUT|fetch failed|stream disconnected", None),
 )
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-
-
-def limit_in_text(text: str, patterns: Sequence[Tuple[str, Optional[str]]] = _API_LIMIT_MESSAGES
-                  ) -> Optional[str]:
-    """The kind of a usage or rate limit a message announces, or None."""
-    for pattern, kind in patterns:
-        match = re.search(pattern, text, re.IGNORECASE)
-        if match:
-            return kind or match.group(1).lower()
-    return None
-
-
-def auth_failure_in_text(text: str, patterns: Sequence[str] = _API_AUTH_MESSAGES) -> bool:
-    return any(re.search(pattern, text, re.IGNORECASE) for pattern in patterns)
-
-
-def classify_provider_error(message: str, status: Optional[int], category: Optional[str]
-                            ) -> Optional[str]:
-    """CAUSE_AUTH, CAUSE_LIMIT or None for an error a CLI reported (its message, the
-    HTTP status, its own word for it: authentication_failed, rate_limit, ...)."""
-    word = (category or "").lower()
-    if status == 401 or word in ("authentication_failed", "authentication") or \
-            auth_failure_in_text(message):
-        return CAUSE_AUTH
-    if status == 429 or word in ("rate_limit", "rate_limit_error") or limit_in_text(message):
-        return CAUSE_LIMIT
-    return None
 
 
 def _time_zone(name: Optional[str]) -> Any:
@@ -4058,9 +4107,12 @@ def _time_zone(name: Optional[str]) -> Any:
 
 def parse_reset_time(message: str, now: float) -> Optional[float]:
     """When a limit resets, as an epoch, from the CLI's words: `resets 9:03pm (UTC)`,
-    `resets Nov 26, 7:04pm (America/New_York)`, `try again at 7:32 PM` (local time).
-    A bare time of day is its next occurrence; one up to 5 minutes past is this minute."""
+    `resets Nov 26, 7:04pm (America/New_York)`, `try again at 7:32 PM` (local time), `try
+    again at Nov 27th, 2026 12:16 PM`. A bare time of day is its next occurrence (on the
+    night clocks go back, the repeated hour's second pass counts); one up to 5 minutes
+    past is this minute."""
     import datetime
+
     relative = re.search(r"try again in (\d+(?:\.\d+)?)\s*(s|sec|seconds?|m|min|minutes?|h|hours?)\b",
                          message, re.IGNORECASE)
     if relative:
@@ -4068,8 +4120,8 @@ def parse_reset_time(message: str, now: float) -> Optional[float]:
         return now + float(relative.group(1)) * {"s": 1, "m": 60, "h": 3600}[unit]
     match = re.search(
         r"(?:resets(?: at)?|try again (?:at|after))\s+(?:(?P<month>[A-Za-z]{3})[a-z]*\.?\s+"
-        r"(?P<day>\d{1,2}),?\s+(?:at\s+)?)?(?P<hour>\d{1,2})(?::(?P<minute>\d\d))?\s*"
-        r"(?P<half>[ap]\.?m\.?)?(?:\s*\((?P<zone>[^)]+)\))?", message, re.IGNORECASE)
+        r"(?P<day>\d{1,2})(?:st|nd|rd|th)?,?\s+(?:(?P<year>\d{4}),?\s+)?(?:at\s+)?)?(?P<hour>\d{1,2})"
+        r"(?::(?P<minute>\d\d))?\s*(?P<half>[ap]\.?m\.?)?(?:\s*\((?P<zone>[^)]+)\))?", message, re.IGNORECASE)
     if not match or (match.group("minute") is None and match.group("half") is None):
         return None
     hour, minute = int(match.group("hour")), int(match.group("minute") or 0)
@@ -4078,92 +4130,111 @@ def parse_reset_time(message: str, now: float) -> Optional[float]:
         if not 1 <= hour <= 12:
             return None
         hour = hour % 12 + (12 if half == "pm" else 0)
-    if hour > 23 or minute > 59:
+    month = match.group("month")
+    if hour > 23 or minute > 59 or (month and month.lower() not in _MONTHS):
         return None
-    zone = _time_zone(match.group("zone"))
-    current = datetime.datetime.fromtimestamp(now, zone)
+    current = datetime.datetime.fromtimestamp(now, _time_zone(match.group("zone")))
     try:
-        if match.group("month"):
-            month_name = match.group("month").lower()
-            if month_name not in _MONTHS:
-                return None
-            moment = current.replace(month=_MONTHS.index(month_name) + 1, day=int(match.group("day")),
-                                     hour=hour, minute=minute, second=0, microsecond=0)
-            if moment.timestamp() < now - 180 * 86400:  # "Jan 2" seen in late December
+        moment = current.replace(hour=hour, minute=minute, second=0, microsecond=0)
+        if month:
+            moment = moment.replace(month=_MONTHS.index(month.lower()) + 1, day=int(match.group("day")))
+            if match.group("year"):
+                moment = moment.replace(year=int(match.group("year")))
+            elif moment.timestamp() < now - 180 * 86400:  # "Jan 2" seen in late December
                 moment = moment.replace(year=moment.year + 1)
-        else:
-            moment = current.replace(hour=hour, minute=minute, second=0, microsecond=0)
-            if moment.timestamp() < now - RESET_PAST_TOLERANCE:
-                moment += datetime.timedelta(days=1)
+            return moment.timestamp()
     except ValueError:  # Feb 30
         return None
-    return moment.timestamp()
+    for day in (0, 1):
+        for fold in (0, 1):  # a time of the hour that repeats when the clocks go back: both passes
+            candidate = (moment + datetime.timedelta(days=day)).replace(fold=fold)
+            if candidate.timestamp() >= now - RESET_PAST_TOLERANCE:
+                return candidate.timestamp()
+    return None
 
 
-def limit_wait_seconds(resets_at: Optional[float], attempt: int, now: float) -> float:
-    """How long to wait at a limit: until the reset plus a margin when it is known, else
-    1, 2, 4 ... minutes (attempt 1, 2, 3 ...), capped at 30."""
+def provider_words(text: str, words: Sequence[Tuple[str, str, Optional[str]]] = _API_WORDS
+                   ) -> Tuple[Optional[str], str, str]:
+    """(cause, the limit's kind, the line) of the first trouble a text announces, in SPEC
+    15's order -- auth, billing, limit, outage -- or (None, "", ""). A billing message
+    that names a reset time, or a CLI's own limit words beside it, is a limit."""
+    for cause in PROVIDER_CAUSES:
+        for own, pattern, kind in words:
+            match = re.search(pattern, text, re.IGNORECASE) if own == cause else None
+            if match is None:
+                continue
+            if cause == CAUSE_BILLING and (parse_reset_time(text, time.time()) is not None or any(
+                    own == CAUSE_LIMIT and re.search(pattern, text, re.I) for own, pattern, _ in _CLI_WORDS)):
+                break
+            line = next((line.strip()[:200] for line in reversed(text.splitlines())
+                         if re.search(pattern, line, re.IGNORECASE)), telling_line(text))
+            return cause, kind or (match.group(1).lower() if match.groups() else ""), line
+    return None, "", ""
+
+
+def limit_wait_seconds(resets_at: Optional[float], attempt: int, now: float,
+                       cause: str = CAUSE_LIMIT) -> float:
+    """How long to wait for the provider: until a limit's reset plus a margin when it is
+    known, else 1, 2, 4 ... minutes (attempt 1, 2, 3 ...), capped at 30 (15 for an outage)."""
     if resets_at is not None:
         return max(resets_at - now, 0.0) + LIMIT_MARGIN_SECONDS
-    return float(min(LIMIT_BACKOFF_START * 2 ** min(attempt - 1, 16), LIMIT_BACKOFF_CAP))
+    cap = OUTAGE_BACKOFF_CAP if cause == CAUSE_OUTAGE else LIMIT_BACKOFF_CAP
+    return float(min(LIMIT_BACKOFF_START * 2 ** min(attempt - 1, 16), cap))
 
 
 class ProviderTrouble(Record):
-    """An iteration that ended at a limit or on failed authentication (SPEC 13)."""
+    """What the provider did to an iteration (SPEC 13, 15): its cause, and the CLI's words."""
 
-    kind: str                       # CAUSE_LIMIT | CAUSE_AUTH
-    limit: Optional[str]            # the limit's kind: five_hour, session limit, rate limit
+    kind: str                       # CAUSE_AUTH | CAUSE_BILLING | CAUSE_LIMIT | CAUSE_OUTAGE
     message: str                    # the CLI's own words
-    resets_at: Optional[float]      # epoch, when known
-
-
-def _limit_line(text: str) -> str:
-    """The line of a text that announces the limit (else its telling line)."""
-    for line in reversed(text.splitlines()):
-        if limit_in_text(line, _CLI_LIMIT_MESSAGES):
-            return line.strip()[:200]
-    return telling_line(text)
+    limit: str = ""                 # a limit's kind: five_hour, session limit, rate limit
+    resets_at: Optional[float] = None  # when a limit resets (epoch), if known
 
 
 def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bool, now: float,
                           preset: Optional[str]) -> Optional[ProviderTrouble]:
-    """A limit or an authentication failure that ended an iteration, or None: from the
-    structured events of a run that ended badly (an error, no closing event, a non-zero
-    exit -- a limit hit earlier and recovered from is not the end), then, for a failed
-    iteration that did not say SUCCESS, from the last 2 KB of the CLI's own text."""
-    ended_badly = exit_code != 0 or report.error is not None or report.cut_short
-    if not ended_badly:
+    """The provider's trouble that ended an iteration, or None: from the structured
+    events of a run that ended badly (an error, no closing event, a non-zero exit), then,
+    for a failed iteration that did not say SUCCESS, from the last 2 KB of the CLI's own
+    text (and its exit code)."""
+    if exit_code == 0 and report.error is None and not report.cut_short:
         return None
-    message = None
+    limit_kind, said, resets = report.limit or ("", None, None)
     if report.error is not None:
         message, status, category = report.error
-        verdict = classify_provider_error(message, status, category)
-        if verdict == CAUSE_AUTH:
-            return ProviderTrouble(kind=CAUSE_AUTH, limit=None, message=message, resets_at=None)
-        if verdict == CAUSE_LIMIT or report.limit is not None:
-            kind = report.limit[0] if report.limit else (limit_in_text(message) or "rate limit")
-            resets = report.limit[2] if report.limit and report.limit[2] else \
-                parse_reset_time(message, now)
-            return ProviderTrouble(kind=CAUSE_LIMIT, limit=kind, message=message, resets_at=resets)
-    if report.limit is not None:
-        kind, said, resets = report.limit
-        words = said or message or "the provider refused the request (%s limit)" % kind
-        return ProviderTrouble(kind=CAUSE_LIMIT, limit=kind, message=words, resets_at=resets)
+        word = (category or "").lower()
+        cause, kind, _ = provider_words(message)
+        if status == 401 or word in ("authentication_failed", "authentication"):
+            cause = CAUSE_AUTH
+        elif status == 402 or word == "billing_error":
+            cause = CAUSE_BILLING
+        elif cause is None and (status == 429 or word in ("rate_limit", "rate_limit_error") or report.limit):
+            cause = CAUSE_LIMIT
+        elif cause is None and (status is not None and 500 <= status <= 599 or word in (
+                "overloaded", "overloaded_error", "server_error", "api_error")):
+            cause = CAUSE_OUTAGE
+        if cause == CAUSE_LIMIT:
+            return ProviderTrouble(kind=cause, message=message, limit=limit_kind or kind or "rate limit",
+                                   resets_at=resets or parse_reset_time(message, now))
+        if cause is not None:
+            return ProviderTrouble(kind=cause, message=message)
+    elif report.limit is not None:
+        return ProviderTrouble(kind=CAUSE_LIMIT, limit=limit_kind, resets_at=resets,
+                               message=said or "the provider refused the request (%s limit)" % limit_kind)
+    elif report.cut_short and report.notice:  # its last retry is what the CLI said of its end
+        cause, kind, _ = provider_words(report.notice, _CLI_WORDS)
+        if cause is not None:
+            return ProviderTrouble(kind=cause, message=report.notice, limit=kind)
     if success_said:
         return None
     text = report.own_text.decode("utf-8", "replace")
     if preset in PRESETS and exit_code in PRESETS[preset].auth_exit_codes:
-        return ProviderTrouble(kind=CAUSE_AUTH, limit=None,
-                               message=telling_line(text) or "exit %d" % exit_code,
-                               resets_at=None)
-    named = limit_in_text(text, _CLI_LIMIT_MESSAGES)
-    if named is not None:
-        return ProviderTrouble(kind=CAUSE_LIMIT, limit=named, message=_limit_line(text),
-                               resets_at=parse_reset_time(text, now))
-    if auth_failure_in_text(text, _CLI_AUTH_MESSAGES):
-        return ProviderTrouble(kind=CAUSE_AUTH, limit=None, message=telling_line(text),
-                               resets_at=None)
-    return None
+        return ProviderTrouble(kind=CAUSE_AUTH, message=telling_line(text) or "exit %d" % exit_code)
+    cause, kind, line = provider_words(text, _CLI_WORDS)
+    if cause is None:
+        return None
+    return ProviderTrouble(kind=cause, message=line, limit=kind,
+                           resets_at=parse_reset_time(text, now) if cause == CAUSE_LIMIT else None)
 
 
 def _limit_words(trouble: ProviderTrouble, now: float) -> str:
@@ -4180,8 +4251,9 @@ def _limit_words(trouble: ProviderTrouble, now: float) -> str:
 # the signal that interrupted it) and its closing line, filled in from the run's
 # figures. The reason words of the log summary and session_end are kept apart.
 STOP_SUCCESS, STOP_CAP, STOP_TIME, STOP_COST = "success", "cap", "time", "cost"
-STOP_DONE_WHEN, STOP_ABORTED, STOP_STUCK, STOP_LIMITED, STOP_ERROR = \
-    "done_when", "aborted", "stuck", "limited", "error"
+STOP_DONE_WHEN, STOP_ABORTED, STOP_HELP, STOP_STUCK = "done_when", "aborted", "help", "stuck"
+STOP_ERROR = "error"
+STOP_LIMITED, STOP_UNAVAILABLE = "limited", "unavailable"
 STOP_INTERRUPTED, STOP_INTERRUPTED_BETWEEN, STOP_INTERRUPTED_WAITING = \
     "interrupted", "interrupted between", "interrupted waiting"
 STOPS = {
@@ -4193,15 +4265,17 @@ STOPS = {
                      "Completed: done_when reports nothing left to do ({done}, total: {total})"),
     STOP_ABORTED: (STATUS_ABORTED, 1,
                    "Aborting after {failures} consecutive failures ({done} completed, total: {total})"),
+    STOP_HELP: (STATUS_ABORTED, 1, "The agent asked for help ({done} completed, total: {total})"),
     STOP_STUCK: (STATUS_STUCK, 3, "Stuck: {reason} ({done} completed, total: {total})"),
     STOP_LIMITED: (STATUS_LIMITED, 4, "Stopped at a {reason} ({done} completed, total: {total})"),
+    STOP_UNAVAILABLE: (STATUS_UNAVAILABLE, 4, "Stopped: {reason} ({done} completed, total: {total})"),
     STOP_ERROR: (STATUS_ERROR, 2, "{reason}"),
     STOP_INTERRUPTED: (STATUS_INTERRUPTED, None, "Interrupted by {signal} during iteration {during}"
                        " ({done} completed, total: {total})"),
     STOP_INTERRUPTED_BETWEEN: (STATUS_INTERRUPTED, None, "Interrupted by {signal} between iterations"
                                " ({done} completed, total: {total})"),
-    STOP_INTERRUPTED_WAITING: (STATUS_INTERRUPTED, None, "Interrupted by {signal} while waiting for a"
-                               " usage limit to reset ({done} completed, total: {total})"),
+    STOP_INTERRUPTED_WAITING: (STATUS_INTERRUPTED, None, "Interrupted by {signal} while waiting for {waiting}"
+                               " ({done} completed, total: {total})"),
 }
 
 
@@ -4667,7 +4741,7 @@ class SessionLog:
                   "Outcome: %s\n%s%s\n\n" % (
                       THIN_RULE, fields["iteration"], local_time(), format_duration(fields["seconds"]),
                       _usage_log_lines(fields["usage"] or {}), fields["exit_code"], fields["outcome"],
-                      "Reason: %s\n" % reason if reason else "", RULE))
+                      "Cause: %s\nReason: %s\n" % (fields["cause"], reason) if reason else "", RULE))
         self.event("iteration_end", **fields)
 
     def gate_start(self, gate: str, command: str) -> None:
@@ -5005,6 +5079,8 @@ class IterationRecord(Record):
     exit_code: int
     tail: bytes
     source: str                     # whose output the tail is: the agent's, the verifier's
+    reason: Optional[Tuple[str, str]] = None  # its cause in words: ("agent", "<explanation>")
+    explanation: str = ""           # the agent's own, when it signalled FAILURE
 
 
 class LoopState:
@@ -5027,9 +5103,9 @@ class LoopState:
         self.stuck_excerpt: List[str] = []
         self.last_reason: Optional[Tuple[str, str]] = None  # ("exit 1", "API Error: ...")
         self.usage: Dict[str, Any] = {}     # the run's totals of what the agent reported
-        self.limited = 0                    # consecutive attempts that ended at a limit
-        self.limited_since: Optional[float] = None  # when the first of them ended
-        self.waiting_for_limit = False      # a signal now interrupts a limit wait
+        self.waits = 0                      # consecutive attempts the provider stopped
+        self.waits_since: Optional[float] = None  # when the first of them ended
+        self.waiting_for: Optional[str] = None  # the cause waited out when a signal came
 
     @property
     def status(self) -> str:
@@ -5062,7 +5138,9 @@ class _Attempt:
         self.verified: Optional[bool] = None
         self.git_problem: Optional[str] = None
         self.outcome = ""
-        self.reason: Optional[Tuple[str, str]] = None  # a failure's ("exit 1", "<its line>")
+        self.cause: Optional[str] = None
+        self.reason: Optional[Tuple[str, str]] = None  # the cause in words: ("exit 1", "<its line>")
+        self.explanation = ""                       # the agent's own, when it signalled FAILURE
         self.feedback, self.source = b"", "the agent's"  # what the next prompt quotes, whose
 
 
@@ -5225,7 +5303,7 @@ class _Run:
             return self.stop(STOP_ERROR, "procedure %s requires %s, which %s missing%s" % (
                 plan.procedure, ", ".join(missing), "is" if len(missing) == 1 else "are",
                 "; " + gates.requires_hint if gates.requires_hint else ""))
-        if state.finished and plan.delay and not state.limited:
+        if state.finished and plan.delay and not state.waits:
             pause = backoff_delay(plan.delay, plan.backoff, state.consecutive_failures)
             following = state.finished + 1
             if pause >= 1:
@@ -5248,8 +5326,8 @@ class _Run:
         except Interrupted:
             self.log_end(attempt, OUTCOME_INTERRUPTED)
             raise
-        if attempt.outcome == LIMITED:
-            return self.wait_out_limit(attempt)
+        if attempt.outcome in (LIMITED, UNAVAILABLE):
+            return self.wait_out_provider(attempt)
         self.count(attempt)
         self.announce(attempt)
         return self.next_step(attempt)
@@ -5318,39 +5396,45 @@ class _Run:
             raise Interrupted(result.interrupted)
 
     def judge(self, attempt: _Attempt) -> None:
-        """The outcome: provider trouble first (a limit beats a SUCCESS said before it: the
-        iteration runs again and says so again if it was done), then verify, then git."""
+        """The outcome and its cause: the provider's trouble first (a limit beats a SUCCESS
+        said before it: the iteration runs again and says so again if it was done; verify
+        does not judge work the provider cut off), then verify, then git."""
         plan, gates = self.plan, self.plan.gates
         result, report = attempt.result, attempt.report
         assert result is not None and report is not None
         attempt.feedback = report.tail
         attempt.trouble = trouble = find_provider_trouble(
             report, result.exit_code, SIGNAL_SUCCESS in report.signals, time.time(), self.agent.preset)
-        if trouble is None and gates.verify and not result.timed_out:  # (bad credentials: none)
+        if trouble is None and gates.verify and not result.timed_out:
             attempt.check = self.gate(GATE_VERIFY, gates.verify)
             attempt.verified = attempt.check.exit_code == 0
             if not attempt.verified:
                 attempt.feedback = attempt.check.output
                 attempt.source = "the verifier's (`%s`)" % gates.verify
-        attempt.outcome = classify_outcome(
-            result.exit_code, report.signals, result.timed_out, attempt.verified,
-            reported_error=report.error is not None, cut_short=report.cut_short,
-            limited=trouble is not None and trouble.kind == CAUSE_LIMIT)
+
+        def classify(git_failed: bool = False) -> None:
+            attempt.outcome, attempt.cause = classify_outcome(
+                result.exit_code, report.signals, result.timed_out, attempt.verified,
+                reported_error=report.error is not None, cut_short=report.cut_short,
+                trouble=trouble.kind if trouble is not None else None, git_failed=git_failed)
+        classify()
         if (gates.commit or gates.push) and attempt.outcome in (SUCCESS, COMPLETED) and plan.repo is not None:
             attempt.git_problem = commit_and_push(
                 lambda args, env=None: self.run_git(args, env, record=args[0] in ("commit", "push")),
                 plan.repo, gates, plan.procedure, attempt.number, plan.log_dir)
             if attempt.git_problem:
-                attempt.outcome = classify_outcome(result.exit_code, report.signals, git_failed=True)
+                classify(git_failed=True)
                 attempt.feedback, attempt.source = attempt.git_problem.encode("utf-8"), "git's"
-        if attempt.outcome in FAILING_OUTCOMES:
+        if SIGNAL_FAILURE in report.signals:
+            attempt.explanation = explanation(report.said, plan.signals["failure"])
+        if attempt.cause is not None:
             attempt.reason = self.failure_reason(attempt)
 
     def count(self, attempt: _Attempt) -> None:
         """The iteration in the loop's counters (state only)."""
         state = self.state
         state.finished = attempt.number
-        state.limited, state.limited_since = 0, None
+        state.waits, state.waits_since = 0, None
         if attempt.outcome in FAILING_OUTCOMES:
             state.consecutive_failures += 1
             state.failures += 1
@@ -5371,6 +5455,8 @@ class _Run:
             usage_suffix(report.usage)))
         if attempt.reason is not None:
             progress.indented("  %s: %s" % attempt.reason)
+            if attempt.verified is False and attempt.cause != CAUSE_VERIFY:
+                progress.indented("  %s: %s" % self.verify_reason(attempt))
         if result.timed_out == "idle":
             progress.warn("iteration %d: no output for %s; the agent was stopped"
                           % (number, format_budget(plan.idle_timeout or 0)))
@@ -5399,81 +5485,101 @@ class _Run:
                 _one_line(trouble.message, 300),
                 "; %s needs %s" % (cli.name, cli.login) if cli is not None else
                 "; check the agent's credentials (API key or login)"))
+        if trouble is not None and trouble.kind == CAUSE_BILLING:
+            return self.stop(STOP_ERROR, "the agent's account cannot pay: " + _one_line(trouble.message, 300))
         state.previous = IterationRecord(iteration=attempt.number, outcome=attempt.outcome,
                                          exit_code=attempt.result.exit_code, tail=attempt.feedback,
-                                         source=attempt.source)
+                                         source=attempt.source, reason=attempt.reason,
+                                         explanation=attempt.explanation)
+        if attempt.cause == CAUSE_AGENT and self.plan.on_failure_signal == "stop":
+            return self.stop(STOP_HELP, "the agent signalled FAILURE: " + attempt.reason[1]
+                             if attempt.reason else "the agent signalled FAILURE")
         if self.detect_stuck(attempt):
             return False
         if attempt.outcome == COMPLETED:
             return self.stop(STOP_SUCCESS, "success signal")
         return True
 
+    def verify_reason(self, attempt: _Attempt) -> Tuple[str, str]:
+        assert attempt.check is not None
+        return ("verify exit %d" % attempt.check.exit_code,
+                _last_line(attempt.check.output, ()) or "(it printed nothing)")
+
     def failure_reason(self, attempt: _Attempt) -> Tuple[str, str]:
-        """Why an iteration failed, from what failed: the verifier, else git, else the
-        agent -- ("verify exit 2", "<its last line>"), ("git", ...), ("exit 1", ...)."""
-        result, report, check = attempt.result, attempt.report, attempt.check
+        """The cause in words (SPEC 15): ("agent", "<its explanation>"), ("verify exit 2",
+        "<its last line>"), ("timeout", "no output for 10m"), ("exit 1", "<its last line>")."""
+        result, report, cause = attempt.result, attempt.report, attempt.cause
         assert result is not None and report is not None
-        if attempt.verified is False and check is not None:
-            return ("verify exit %d" % check.exit_code,
-                    _last_line(check.output, ()) or "(it printed nothing)")
-        if attempt.git_problem:
-            return "git", attempt.git_problem[:200]
-        if result.timed_out == "idle":
-            return "timeout", "no output for %s" % format_budget(self.plan.idle_timeout or 0)
-        if result.timed_out:
-            return "timeout", "time limit of %s reached" % format_budget(self.plan.iteration_timeout or 0)
-        head = "exit %d" % result.exit_code if not result.killed_by else \
-            "killed by %s" % result.killed_by
-        if report.error is not None:
-            return head, _one_line(report.error[0], 200)
+        if cause == CAUSE_VERIFY:
+            return self.verify_reason(attempt)
+        if cause == CAUSE_GIT:
+            return "git", (attempt.git_problem or "")[:200]
+        if cause == CAUSE_TIMEOUT:
+            return "timeout", ("no output for %s" % format_budget(self.plan.idle_timeout or 0)
+                               if result.timed_out == "idle" else
+                               "time limit of %s reached" % format_budget(self.plan.iteration_timeout or 0))
+        if cause == CAUSE_AGENT:
+            return "agent", attempt.explanation or "the agent signalled FAILURE (and said nothing else)"
+        if attempt.trouble is not None:
+            return cause or "", _one_line(attempt.trouble.message, 200)
         # The CLI's last notice (codex's `error` event, a retry message) often says why a run
         # ended badly when nothing else does.
         notice = "; its last notice: " + _one_line(report.notice, 160) if report.notice else ""
-        if report.cut_short:
-            return head, "the agent ended without its closing result event (interrupted, or it" \
-                         " crashed)" + notice
-        said = _last_line(report.tail, self.markers)
-        if SIGNAL_FAILURE in report.signals:
-            return head, "the agent signalled FAILURE" + (": " + said if said else "")
-        return head, said or "(it printed nothing)" + notice
+        if cause == CAUSE_ERROR:
+            return "error", _one_line(report.error[0], 200) if report.error is not None else \
+                "the agent ended without its closing result event (interrupted, or it crashed)" + notice
+        head = "exit %d" % result.exit_code if not result.killed_by else "killed by %s" % result.killed_by
+        return head, _last_line(report.tail, self.markers) or "(it printed nothing)" + notice
 
-    def wait_out_limit(self, attempt: _Attempt) -> bool:
-        """An iteration that ended at a provider limit (SPEC 13): not a failure, not a use
-        of the cap. Wait it out and run the iteration again -- or stop with exit 4."""
+    def wait_out_provider(self, attempt: _Attempt) -> bool:
+        """An iteration the provider stopped at a limit (SPEC 13) or an outage (SPEC 15):
+        not a failure, not a use of the cap. Wait it out and run the iteration again -- or
+        stop with exit 4 when that would take longer than the run may wait."""
         plan, state, progress, trouble = self.plan, self.state, self.progress, attempt.trouble
         assert trouble is not None and attempt.report is not None
-        state.limited += 1
-        if state.limited_since is None:
-            state.limited_since = time.monotonic()
+        outage = trouble.kind == CAUSE_OUTAGE
+        state.waits += 1
+        if state.waits_since is None:
+            state.waits_since = time.monotonic()
         now = time.time()
-        wait = limit_wait_seconds(trouble.resets_at, state.limited, now)
+        wait = limit_wait_seconds(trouble.resets_at, state.waits, now, trouble.kind)
         progress.info("Iteration %s completed in %s (%s)%s" % (
             attempt.label, format_duration(time.monotonic() - attempt.started),
-            progress.outcome(LIMITED), usage_suffix(attempt.report.usage)))
-        self.log_end(attempt, LIMITED, "%s limit: %s" % (trouble.limit, _one_line(trouble.message, 200)))
-        beyond = None
-        if plan.on_limit == "stop":
-            beyond = "on_limit is stop"
-        elif time.monotonic() - state.limited_since + wait > plan.limit_wait:
-            beyond = "beyond limit_wait (%s)" % format_budget(plan.limit_wait)
-        elif plan.max_time is not None and state.elapsed() + wait > plan.max_time:
-            beyond = "beyond the time budget (%s)" % format_budget(plan.max_time)
+            progress.outcome(attempt.outcome), usage_suffix(attempt.report.usage)))
+        message, brief = _one_line(trouble.message, 200), _one_line(trouble.message.split(". ")[0], 100)
+        self.log_end(attempt, attempt.outcome, "outage: " + message if outage else
+                     "%s limit: %s" % (trouble.limit, message))
         if self.log is not None:
-            self.log.event("limit", kind=trouble.limit, message=trouble.message,
+            self.log.event("limit", kind="outage" if outage else trouble.limit, message=trouble.message,
                            resets_at=iso_time(trouble.resets_at) if trouble.resets_at else None,
                            wait_seconds=round(wait, 1))
+        bound, budget = ("outage_wait", plan.outage_wait) if outage else ("limit_wait", plan.limit_wait)
+        beyond = None
+        if plan.on_limit == "stop" and not outage:
+            beyond = "on_limit is stop"
+        elif time.monotonic() - state.waits_since + wait > budget:
+            beyond = "beyond %s (%s)" % (bound, format_budget(budget))
+        elif plan.max_time is not None and state.elapsed() + wait > plan.max_time:
+            beyond = "beyond the time budget (%s)" % format_budget(plan.max_time)
         if beyond is not None:
+            state.last_reason = ("outage" if outage else "limit", message)
+            if outage:
+                return self.stop(STOP_UNAVAILABLE, "provider unavailable: %s (%s)" % (brief, beyond))
             return self.stop(STOP_LIMITED, "%s (%s)" % (_limit_words(trouble, now), beyond))
-        progress.info("Usage limit reached (%s): %s; waiting until %s (%s). Ctrl+C stops." % (
-            trouble.limit, _one_line(trouble.message, 200), clock_words(now + wait, now),
-            format_duration(wait) if trouble.resets_at else
-            "%s, the provider did not say when it resets" % format_budget(round(wait))))
-        state.waiting_for_limit = True
-        self.wait(wait, lambda left: "usage limit (%s) · %s left" % (
-            trouble.limit, format_duration(max(left, 0))),
-            lambda left: "Still waiting for the usage limit (%s): %s left" % (
-                trouble.limit, format_duration(max(left, 0))))
-        state.waiting_for_limit = False
+        if outage:
+            progress.info("Provider unavailable: %s; retrying in %s (attempt %d). Ctrl+C stops."
+                          % (brief, format_budget(round(wait)), state.waits))
+            what = "provider unavailable"
+        else:
+            progress.info("Usage limit reached (%s): %s; waiting until %s (%s). Ctrl+C stops." % (
+                trouble.limit, message, clock_words(now + wait, now),
+                format_duration(wait) if trouble.resets_at else
+                "%s, the provider did not say when it resets" % format_budget(round(wait))))
+            what = "usage limit (%s)" % trouble.limit
+        state.waiting_for = trouble.kind
+        self.wait(wait, lambda left: "%s · %s left" % (what, format_duration(max(left, 0))),
+                  lambda left: "Still waiting: %s, %s left" % (what, format_duration(max(left, 0))))
+        state.waiting_for = None
         return True
 
     def agent_activity(self, started: float, reader: Any) -> Tuple[str, str]:
@@ -5499,16 +5605,20 @@ class _Run:
         """The stuck detectors of SPEC 6, after the outcome; True when one fires."""
         state, gates, feedback = self.state, self.plan.gates, attempt.feedback
         if gates.same_error:
-            # A failure that printed nothing has no error to compare: it resets the count
-            # (the failure threshold still sees it), so silent failures abort, not "stick".
-            if attempt.outcome in FAILING_OUTCOMES and feedback.strip():
-                fingerprint = error_fingerprint(feedback)
+            # The same error is the same cause with the same evidence (SPEC 15): the
+            # verifier's output, else the reason -- three different explanations of a
+            # FAILURE are not the same error. A failure that printed nothing has no error to
+            # compare: it resets the count, so silent failures abort, not "stick".
+            verify = attempt.cause == CAUSE_VERIFY
+            evidence = feedback if verify else ("%s: %s" % attempt.reason).encode() if attempt.reason else b""
+            if attempt.outcome in FAILING_OUTCOMES and feedback.strip() and evidence.strip():
+                fingerprint = error_fingerprint(("%s\n" % attempt.cause).encode() + evidence)
                 state.same_error = state.same_error + 1 if fingerprint == state.fingerprint else 1
                 state.fingerprint = fingerprint
             else:
                 state.same_error, state.fingerprint = 0, None
             if state.same_error >= gates.same_error:
-                state.stuck_excerpt = error_excerpt(feedback)
+                state.stuck_excerpt = error_excerpt(feedback) if verify else []
                 self.stop(STOP_STUCK, "same error in %d consecutive failures" % state.same_error)
                 return True
         if gates.no_change and attempt.tree_before is not None:
@@ -5544,7 +5654,7 @@ class _Run:
             verify=None if verified is None else ("pass" if verified else "fail"),
             head_before=attempt.head_before,
             head_after=read_head(self.plan.repo) if self.plan.repo is not None else None,
-            output_bytes=report.output_bytes, reason=reason,
+            output_bytes=report.output_bytes, reason=reason, cause=attempt.cause,
             usage=dict(report.usage) if report.usage else None)
 
 
@@ -5553,13 +5663,15 @@ def _closing_line(state: LoopState, plan: RunPlan) -> str:
     with the run's total usage when the agent reported any."""
     stop = state.stop or STOP_SUCCESS
     if stop == STOP_INTERRUPTED:
-        stop = STOP_INTERRUPTED_WAITING if state.waiting_for_limit else \
+        stop = STOP_INTERRUPTED_WAITING if state.waiting_for else \
             STOP_INTERRUPTED if state.interrupted_during is not None else STOP_INTERRUPTED_BETWEEN
     words = STOPS[stop][2].format(
         done=plural(state.finished, "iteration"), total=format_duration(state.elapsed()),
         reason=state.reason, failures=state.consecutive_failures, cap=plan.max_iterations or 0,
         max_time=format_budget(plan.max_time or 0), max_cost=format_cost(plan.max_cost or 0),
-        signal=signal_name(state.interrupted_by or signal.SIGINT), during=state.interrupted_during)
+        signal=signal_name(state.interrupted_by or signal.SIGINT), during=state.interrupted_during,
+        waiting="the provider to come back" if state.waiting_for == CAUSE_OUTAGE else
+        "a usage limit to reset")
     return words + usage_suffix(state.usage)
 
 
@@ -5569,6 +5681,9 @@ def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
         progress.always(line)
     elif state.status != STATUS_COMPLETED:
         progress.error(line)
+        if state.last_reason and state.stop != STOP_ERROR and (
+                state.consecutive_failures or state.stop in (STOP_LIMITED, STOP_UNAVAILABLE)):
+            progress.indented("  %s: %s" % state.last_reason, even_quiet=True)
         for excerpt in state.stuck_excerpt:
             progress.indented("  | " + excerpt, even_quiet=True)
     else:

@@ -14,6 +14,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROODA = os.path.join(ROOT, "rooda.py")
 FAKE_AGENT = os.path.join(ROOT, "tests", "fake_agent.py")
+STREAMS = os.path.join(ROOT, "tests", "agent-streams")
 sys.path.insert(0, ROOT)
 
 import rooda  # noqa: E402
@@ -201,6 +202,28 @@ def group_members(pgid):
         if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             members.append(int(entry))
     return members
+
+
+def replay(name, exit_code=0):
+    """A fake agent step that prints a recorded stream (tests/agent-streams) and exits
+    like the CLI did."""
+    return {"actions": [{"out_file": os.path.join(STREAMS, name)}], "exit": exit_code}
+
+
+def release(agent, name="release"):
+    """Let a fake agent that waits for `name` go on (an event, not a sleep)."""
+    open(os.path.join(agent.state, name), "w").close()
+
+
+def session_events(log_dir):
+    """The events of the one session .jsonl in a log directory (the agent's raw stream
+    left out)."""
+    import glob
+
+    [path] = [p for p in glob.glob(os.path.join(str(log_dir), "session-*.jsonl"))
+              if not p.endswith("-agent.jsonl")]
+    with open(path) as stream:
+        return [json.loads(line) for line in stream]
 
 
 def wait_until(predicate, timeout=5.0, interval=0.01):

@@ -78,7 +78,7 @@ def test_the_reason_of_a_structured_failure_is_the_agents_words_not_the_usage_li
     agent.script({"actions": [{"out": events_line(say("Blocked: no database.\n<promise>FAILURE</promise>"),
                                                   OK_RESULT)}]})
     code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", "claude")
-    assert "  exit 0: the agent signalled FAILURE: Blocked: no database." in err.splitlines()
+    assert "  agent: Blocked: no database." in err.splitlines()
 
 
 def test_the_feedback_tail_of_a_structured_agent_is_bounded(workspace, agent, capfd):

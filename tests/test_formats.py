@@ -1,7 +1,6 @@
 """Agent output formats (SPEC 12): the real structured output of six CLIs, replayed
 through the fake agent with the exit code each CLI gave, must give the right outcome,
 signals, reason and usage. The expected figures were read off the samples by hand."""
-import glob
 import json
 import os
 import subprocess
@@ -10,14 +9,8 @@ import sys
 import pytest
 
 import rooda
-from conftest import ROODA, ROOT, progress_lines, run_main, write_config
+from conftest import ROODA, STREAMS, progress_lines, replay, run_main, session_events, write_config
 
-STREAMS = os.path.join(ROOT, "tests", "agent-streams")
-
-
-def replay(name, exit_code=0):
-    """A fake agent step that prints a recorded stream and exits like the CLI did."""
-    return {"actions": [{"out_file": os.path.join(STREAMS, name)}], "exit": exit_code}
 
 
 def run_stream(capfd, agent, tmp_path, steps, agent_format, *args):
@@ -26,9 +19,7 @@ def run_stream(capfd, agent, tmp_path, steps, agent_format, *args):
     logs = tmp_path / ("logs-%d" % len(os.listdir(str(tmp_path))))
     code, out, err = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--ai-format", agent_format,
                               "--log-dir", logs, *args)
-    [jsonl] = [path for path in glob.glob(str(logs / "session-*.jsonl")) if not path.endswith("-agent.jsonl")]
-    with open(jsonl) as stream:
-        events = [json.loads(line) for line in stream]
+    events = session_events(logs)
     return code, out, err, events
 
 
@@ -37,8 +28,9 @@ def ends(events):
 
 
 def usage(**known):
-    figures = dict.fromkeys(rooda.USAGE_FIELDS)
-    figures.update(known)
+    """An iteration's usage as iteration_end reports it: the figures, and whether partial."""
+    figures = dict.fromkeys(rooda.USAGE_FIELDS, None)
+    figures.update(partial=False, **known)
     return figures
 
 
@@ -71,7 +63,9 @@ def test_a_good_run_of_each_cli_completes_with_its_usage(workspace, agent, capfd
     [end] = ends(events)
     assert end["outcome"] == "completed" and end["signals"] == ["SUCCESS"]
     assert end["usage"] == expected
-    assert events[-1]["usage"] == expected  # the run's totals: one iteration
+    totals = dict(expected)
+    del totals["partial"]  # (an iteration's usage is partial or not; the run's totals are sums)
+    assert events[-1]["usage"] == totals  # one iteration
     assert "WARNING" not in err
 
 
@@ -126,12 +120,12 @@ def test_the_echo_guard_still_applies_to_the_assistants_text(workspace, agent, c
 # --- errors the CLIs report --------------------------------------------------------------------
 
 def test_a_reported_error_is_a_failure_whatever_the_exit_code(workspace, agent, capfd, tmp_path):
-    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay("claude-error-overloaded-529.jsonl", 0)],
+    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay("claude-stream-max-budget.jsonl", 0)],
                                       "claude", "-n", "1")
     [end] = ends(events)
-    assert end["outcome"] == "failure" and end["exit_code"] == 0
-    assert end["reason"].startswith("exit 0: API Error: 529 Overloaded.")
-    assert "  exit 0: API Error: 529 Overloaded." in err
+    assert (end["outcome"], end["cause"], end["exit_code"]) == ("failure", "error", 0)
+    assert end["reason"] == "error: Reached maximum budget ($0.0001)"
+    assert "  error: Reached maximum budget ($0.0001)" in err
 
 
 def test_an_interrupted_claude_run_is_a_failure_with_its_diagnostic(workspace, agent, capfd, tmp_path):
@@ -139,7 +133,7 @@ def test_an_interrupted_claude_run_is_a_failure_with_its_diagnostic(workspace, a
                                     "claude", "-n", "1")
     [end] = ends(events)
     assert end["outcome"] == "failure"
-    assert end["reason"] == "exit 1: [ede_diagnostic] result_type=user last_content_type=n/a" \
+    assert end["reason"] == "error: [ede_diagnostic] result_type=user last_content_type=n/a" \
         " stop_reason=tool_use"
     assert end["usage"]["cost_usd"] == 0.09789
 
@@ -151,19 +145,22 @@ def test_claude_exiting_0_without_a_result_is_a_failure(workspace, agent, capfd,
     (workspace / "cut.jsonl").write_text(cut)
     agent.script({"actions": [{"out_file": str(workspace / "cut.jsonl")}]})
     code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", "claude")
-    assert "Iteration 1/1 completed in D (failure, consecutive: 1/3)" in progress_lines(err)
-    assert "  exit 0: the agent ended without its closing result event" in err
+    assert "Iteration 1/1 completed in D (failure, consecutive: 1/3) · 19.5k tokens (partial)" \
+        in progress_lines(err)
+    assert "  error: the agent ended without its closing result event" in err
 
 
 def test_a_run_cut_short_after_a_cli_notice_gives_that_notice_as_the_reason(workspace, agent, capfd):
-    """codex retries in `error` events; if it then dies, its last retry is the only clue."""
+    """codex retries in `error` events; if it then dies, its last retry is the only clue --
+    here a stream that kept disconnecting, an outage (SPEC 15)."""
     lines = [{"type": "thread.started", "thread_id": "t"}, {"type": "turn.started"},
              {"type": "error", "message": "Reconnecting... 5/5 (stream disconnected before completion)"}]
     (workspace / "cut.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     agent.script({"actions": [{"out_file": str(workspace / "cut.jsonl")}], "exit": 1})
+    write_config(workspace, {"loop": {"outage_wait": 0}})
     code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", "codex")
-    assert "  exit 1: the agent ended without its closing result event (interrupted, or it crashed);" \
-        " its last notice: Reconnecting... 5/5 (stream disconnected before completion)" in err
+    assert code == 4 and "Iteration 1/1 completed in D (unavailable)" in progress_lines(err)
+    assert "  outage: Reconnecting... 5/5 (stream disconnected before completion)" in err
 
 
 def test_codex_warnings_in_error_items_are_not_failures(workspace, agent, capfd, tmp_path):
@@ -321,7 +318,7 @@ def test_the_reader_counts_tool_calls_and_shortens_paths_under_the_working_direc
      {"input_tokens": 100, "cache_read_tokens": 5000, "output_tokens": 10}),
 ])
 def test_cached_input_tokens_are_counted_once(decode, event, expected):
-    [(kind, figures, _)] = [e for e in decode(event) if e[0] == rooda.EV_USAGE]
+    [(kind, figures, _, _)] = [e for e in decode(event) if e[0] == rooda.EV_USAGE]
     assert {key: figures.get(key) for key in expected} == expected
     assert rooda.total_tokens(figures) == sum(expected.values())
 
@@ -352,7 +349,6 @@ def test_an_interrupted_iterations_usage_is_in_the_runs_totals(workspace, agent,
     proc = start_rooda(agent, "--ai-format", "claude", "--log-dir", logs, cwd=workspace)
     agent.wait_for("ready")
     interrupt(proc, signals.SIGINT)
-    [jsonl] = [p for p in glob.glob(str(logs / "*.jsonl")) if not p.endswith("-agent.jsonl")]
-    events = [json.loads(line) for line in open(jsonl)]
+    events = session_events(logs)
     assert ends(events)[0]["outcome"] == "interrupted"
     assert events[-1]["usage"]["cost_usd"] == 0.25 == ends(events)[0]["usage"]["cost_usd"]

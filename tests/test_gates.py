@@ -154,7 +154,8 @@ def test_same_error_stops_as_stuck_with_exit_3_and_shows_the_error(workspace, ag
     lines = progress_lines(err)
     assert lines[-1] == ("ERROR: Stuck: same error in 3 consecutive failures (3 iterations"
                          " completed, total: D)")
-    excerpt = err.split("Stuck:")[1].splitlines()[1]
+    reason, excerpt = err.split("Stuck:")[1].splitlines()[1:3]
+    assert reason.startswith("  verify exit 1: ") and "AssertionError at /tmp/pytest-" in reason
     assert excerpt.startswith("  | ") and "AssertionError at /tmp/pytest-" in excerpt
 
 

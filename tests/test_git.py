@@ -1,14 +1,13 @@
 """The git gates in the layouts users have (SPEC 6 rev 2): a vendored .rooda/ with its
 ignored logs/, --log-dir . at the top and in a sub-directory project, hooks, submodules,
 a bare remote; and HEAD read from the repository's files (issue 15)."""
-import json
 import os
 import signal
 import subprocess
 import sys
 
 import rooda
-from conftest import (alive, commits, git, interrupt, make_repo, procedure, progress_lines,
+from conftest import (alive, commits, git, interrupt, make_repo, procedure, progress_lines, session_events,
                       run_main, run_rooda, start_rooda, wait_until, write_config)
 
 SUCCESS = {"actions": [{"out": "done\n<promise>SUCCESS</promise>\n"}]}
@@ -368,9 +367,7 @@ def test_the_logs_record_head_before_and_after(workspace, agent, capfd, tmp_path
     agent.script(writes("a.txt", "a"))
     logs = tmp_path / "head-logs"
     run_main(capfd, "p", "-n", "1", "--ai-cmd", agent.cmd, "--log-dir", logs)
-    jsonl = [name for name in os.listdir(str(logs)) if name.endswith(".jsonl")][0]
-    end = [json.loads(line) for line in (logs / jsonl).read_text().splitlines()
-           if '"iteration_end"' in line][0]
+    end = [event for event in session_events(logs) if event["event"] == "iteration_end"][0]
     assert end["head_before"] == before and end["head_after"] == head_by_git(workspace) != before
 
 

@@ -1,7 +1,6 @@
 """Agents that misbehave, and bad input: rooda ends as SPEC says, loses nothing, and
 leaves no process of the agent behind. Every case runs with both I/O pumps: the
 selector loop, and the thread-based fallback (for Windows) forced on Linux."""
-import json
 import os
 import signal
 import subprocess
@@ -10,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import (ROODA, alive, group_members, interrupt, progress_lines, run_rooda,
+from conftest import (ROODA, alive, group_members, interrupt, progress_lines, run_rooda, session_events,
                       start_rooda, wait_until, write_config)
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
@@ -114,9 +113,7 @@ def test_output_on_stderr_only(workspace, agent, io_mode):
 def test_an_agent_killed_by_a_signal_shows_128_plus_n(workspace, agent, io_mode, tmp_path):
     agent.script({"actions": [{"kill_self": signal.SIGSEGV}]})
     code, _, err, _ = rooda(agent, workspace, "-n", "1", "--log-dir", str(tmp_path / "l"))
-    [jsonl] = [p for p in os.listdir(str(tmp_path / "l")) if p.endswith(".jsonl")]
-    with open(str(tmp_path / "l" / jsonl)) as stream:
-        end = [json.loads(line) for line in stream if '"iteration_end"' in line][0]
+    end = [event for event in session_events(tmp_path / "l") if event["event"] == "iteration_end"][0]
     assert end["exit_code"] == 128 + signal.SIGSEGV and end["signal"] == "SIGSEGV"
     assert end["outcome"] == "failure"
 

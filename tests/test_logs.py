@@ -18,7 +18,7 @@ EVENT_FIELDS = {
     "gate": {"gate", "command", "exit_code", "seconds"},
     "iteration_end": {"iteration", "seconds", "exit_code", "signal", "signals", "outcome",
                       "consecutive_failures", "verify", "head_before", "head_after", "output_bytes",
-                      "reason", "usage"},
+                      "reason", "cause", "usage"},
     "limit": {"kind", "message", "resets_at", "wait_seconds"},
     "session_end": {"status", "reason", "iterations", "seconds", "exit_code", "usage"},
 }

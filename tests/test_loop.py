@@ -94,7 +94,7 @@ def test_a_success_resets_the_consecutive_failures(workspace, agent, capfd):
 
 
 def test_every_failing_iteration_says_why_in_an_indented_line(workspace, agent, capfd):
-    agent.script({"actions": [{"out": "working\nAPI Error: 500 Internal server error\n"}], "exit": 1},
+    agent.script({"actions": [{"out": "working\nKeyError: 'schema'\n"}], "exit": 1},
                  {}, {"actions": [{"write_file": "green", "text": ""}]})
     code, _, err = run(capfd, agent, "-n", "3", "--verify",
                        "test -f green || { echo 'E   assert 3 == 4'; exit 2; }")
@@ -107,16 +107,15 @@ def test_every_failing_iteration_says_why_in_an_indented_line(workspace, agent, 
 
 
 def test_the_agents_reason_is_its_last_line_and_never_the_bare_marker(workspace, agent, capfd):
-    agent.script({"actions": [{"out": "working\nAPI Error: 500 Internal server error\n"}], "exit": 1},
+    agent.script({"actions": [{"out": "working\nKeyError: 'schema'\n"}], "exit": 1},
                  {"actions": [{"out": "blocked on the schema\n<promise>FAILURE</promise>\n"}]}, OK)
     code, _, err = run(capfd, agent, "-n", "3")
     lines = err.splitlines()
-    assert "  exit 1: API Error: 500 Internal server error" in lines
-    assert "  exit 0: the agent signalled FAILURE: blocked on the schema" in lines
+    assert "  exit 1: KeyError: 'schema'" in lines
+    assert "  agent: blocked on the schema" in lines
     assert progress_lines(err)[-2:] == [
         "Reached max iterations: 3 (total: D)",
-        "WARNING: 2 of 3 iterations failed; the last: exit 0, the agent signalled FAILURE: blocked on"
-        " the schema"]
+        "WARNING: 2 of 3 iterations failed; the last: agent, blocked on the schema"]
 
 
 def test_failure_threshold_flag(workspace, agent, capfd):

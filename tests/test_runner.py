@@ -15,12 +15,8 @@ import time
 
 import pytest
 
-from conftest import (ROODA, alive, group_members, process_state, progress_lines, run_main, run_rooda,
+from conftest import (ROODA, alive, group_members, process_state, progress_lines, release, run_main, run_rooda,
                       interrupt, start_rooda, wait_until, write_config)
-
-def release(agent, name="release"):
-    open(os.path.join(agent.state, name), "w").close()
-
 
 # --- streaming ---------------------------------------------------------------------
 

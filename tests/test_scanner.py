@@ -112,7 +112,7 @@ def test_custom_signals():
     (0, ["SUCCESS"], None, True, "completed"),
 ])
 def test_outcome_matrix(exit_code, signals, timed_out, verified, expected):
-    assert classify_outcome(exit_code, signals, timed_out, verified) == expected
+    assert classify_outcome(exit_code, signals, timed_out, verified)[0] == expected
 
 
 def best_of(runs, action):

@@ -11,11 +11,7 @@ import subprocess
 import sys
 import time
 
-from conftest import ROODA, interrupt, run_main, run_rooda, start_rooda, write_config
-
-
-def release(agent, name="release"):
-    open(os.path.join(agent.state, name), "w").close()
+from conftest import ROODA, interrupt, release, run_main, run_rooda, start_rooda, write_config
 
 
 def screen(raw):
