@@ -242,6 +242,34 @@ def test_a_reset_time_in_a_named_zone():
     assert rooda.parse_reset_time(message, at("2026-11-23 10:00")) == at("2026-11-27 00:04")
 
 
+@pytest.fixture
+def local_zone(monkeypatch):
+    """Run with TZ set to a zone (the clock's local time), restored afterwards."""
+    def use(name):
+        if not os.path.exists(os.path.join("/usr/share/zoneinfo", name)):
+            pytest.skip("no time zone database")
+        monkeypatch.setenv("TZ", name)
+        time.tzset()
+    yield use
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_codex_names_a_reset_on_another_day_with_the_year(local_zone):
+    """codex: `try again at Nov 27th, 2026 12:16 PM.` -- local time (defect 10)."""
+    local_zone("UTC")
+    message = "You've hit your usage limit. Upgrade to Pro or try again at Nov 27th, 2026 12:16 PM."
+    assert rooda.parse_reset_time(message, at("2026-11-26 09:00")) == at("2026-11-27 12:16")
+
+
+def test_a_reset_in_the_hour_that_repeats_when_the_clocks_go_back(local_zone):
+    """New York, 2026-11-01: 1:00-2:00 happens twice. At 1:40 EDT, `1:30 AM` is 1:30 EST,
+    50 minutes ahead -- not tomorrow (defect 11)."""
+    local_zone("America/New_York")
+    now = at("2026-11-01 05:40")  # 01:40 EDT
+    assert rooda.parse_reset_time("You've hit your limit · resets 1:30am", now) == now + 50 * 60
+
+
 def test_the_wait_is_the_reset_plus_30_seconds_or_the_margin_alone():
     assert rooda.limit_wait_seconds(1000.0, 1, 400.0) == 630
     assert rooda.limit_wait_seconds(300.0, 1, 400.0) == 30  # the printed minute has begun
