@@ -1116,7 +1116,7 @@ def load_yaml(text: str, path: str = "<string>") -> object:
 # Events are tuples, their kind first (cheap to make: a busy agent emits thousands); the
 # constructors below are the only place their layouts are written.
 EV_TEXT, EV_TOOL, EV_TOOL_RESULT, EV_USAGE = "text", "tool", "tool_result", "usage"
-EV_LIMIT, EV_ERROR, EV_NOTICE, EV_RESULT = "limit", "error", "notice", "result"
+EV_LIMIT, EV_ERROR, EV_NOTICE, EV_RETRY, EV_RESULT = "limit", "error", "notice", "retry", "result"
 # The usage figures rooda keeps (SPEC 8 `usage`), each None until the agent reports it.
 USAGE_FIELDS = ("model", "input_tokens", "output_tokens", "cache_read_tokens",
                 "cache_write_tokens", "cost_usd", "turns", "tool_calls")
@@ -1174,6 +1174,15 @@ def notice_event(message: str) -> tuple:
     return (EV_NOTICE, message)
 
 
+def retry_event(status: object, error: object, attempt: object, most: object) -> tuple:
+    """The CLI retries a model call of its own (until its next event): `HTTP 529
+    overloaded · attempt 3/10`."""
+    words = "%s%s" % ("HTTP %s " % status if status else "", error or "error")
+    if attempt:
+        words += " · attempt %s%s" % (attempt, "/%s" % most if most else "")
+    return (EV_RETRY, words)
+
+
 def result_event(ok: bool, text: Optional[str] = None) -> tuple:
     """The run-ending event, with the final text."""
     return (EV_RESULT, ok, text)
@@ -1199,8 +1208,8 @@ def _unwrap_shell(command: object) -> str:
     if isinstance(command, list):
         argv = [str(part) for part in command]
     elif isinstance(command, str):
-        try:
-            argv = shlex.split(command)
+        try:  # a bounded prefix: shlex is quadratic on one long token (a 1 MB heredoc)
+            argv = shlex.split(command[:4096])
         except ValueError:
             return _one_line(command)
     else:
@@ -1317,14 +1326,13 @@ def decode_claude(event: dict) -> Optional[list]:
         return [tool_result_event(_text_of(block.get("content")), block.get("is_error") is True)
                 for block in _list(_mapping(event.get("message")).get("content"))
                 if isinstance(block, dict) and block.get("type") == "tool_result"]
-    if kind == "system":
+    if kind == "system" and "subtype" in event:
         subtype = event.get("subtype")
         if subtype == "init" and isinstance(event.get("model"), str):
             return [usage_event({"model": event["model"]})]
         if subtype == "api_retry":
-            return [notice_event("API error %s (%s); retry %s of %s in %.0fs" % (
-                event.get("error_status"), event.get("error"), event.get("attempt"),
-                event.get("max_retries"), (_number(event.get("retry_delay_ms")) or 0) / 1000))]
+            return [retry_event(event.get("error_status"), event.get("error"), event.get("attempt"),
+                                event.get("max_retries"))]
         return []
     if kind == "rate_limit_event":
         info = _mapping(event.get("rate_limit_info"))
@@ -1337,8 +1345,8 @@ def decode_claude(event: dict) -> Optional[list]:
                 info.get("rateLimitType") or "provider's",
                 " (%.0f%% used)" % (used * 100) if used is not None else ""))]
         return []
-    if kind == "result":
-        return _claude_result(event)
+    if kind == "result" and ("is_error" in event or "subtype" in event):  # (gemini's and
+        return _claude_result(event)                                     # copilot's have neither)
     if kind == "stream_event":
         return []
     return None
@@ -1414,7 +1422,7 @@ def decode_gemini(event: dict) -> Optional[list]:
                                   _mapping(event.get("error")).get("message"))]
     if kind == "error":
         return [notice_event(_one_line(event.get("message")))]
-    if kind == "result":
+    if kind == "result" and ("stats" in event or "status" in event):
         stats = _mapping(event.get("stats"))
         models = [name for name, figures in _mapping(stats.get("models")).items()
                   if isinstance(figures, dict) and figures.get("total_tokens")]
@@ -1454,7 +1462,7 @@ def decode_copilot(event: dict) -> Optional[list]:
         return [error_event(str(data.get("message") or "error"), data.get("statusCode"),
                             data.get("errorType"))]
     if kind == "assistant.turn_retry":
-        return [notice_event("retrying the model call (%s)" % (data.get("reason") or "error"))]
+        return [retry_event(None, data.get("reason"), None, None)]
     if kind == "assistant.turn_end":
         return [usage_event({"turns": 1}, how="add")]
     if kind == "result":
@@ -2032,7 +2040,10 @@ def _resolve_builtin(target: str) -> Tuple[str, Optional[Dict[str, str]], bool]:
 
 
 def _parameter_text(value: object) -> str:
-    """A fragment parameter as the text that replaces {{.name}}; a list is comma-joined."""
+    """A fragment parameter as the text that replaces {{.name}}; a list is comma-joined,
+    null is empty."""
+    if value is None:
+        return ""
     if isinstance(value, list):
         return ", ".join(_scalar_text(item) for item in value)
     return _scalar_text(value)
@@ -2090,9 +2101,11 @@ def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callab
             fragment["content"] = item["content"]
         parameters = item.get("parameters")
         if parameters is not None:
-            if not isinstance(parameters, dict) or not all(
-                    isinstance(v, (str, int, float, bool, list)) for v in parameters.values()):
-                report(where + ("parameters",), "must be a mapping of names to values")
+            wrong = [name for name, v in parameters.items() if v is not None and
+                     not isinstance(v, (str, int, float, bool, list))] if isinstance(parameters, dict) else []
+            if not isinstance(parameters, dict) or wrong:
+                report(where + ("parameters",) + tuple(wrong[:1]), "must be a text, a number, a boolean or a"
+                       " list" if wrong else "must be a mapping of names to values")
                 continue
             defaults = dict(defaults or {})
             defaults.update({str(k): _parameter_text(v) for k, v in parameters.items()})
@@ -2726,9 +2739,10 @@ def _fragment_names(plan: RunPlan) -> List[str]:
             for phase in PHASES for f in plan.fragments[phase]]
 
 
-def bare_signal_lines(plan: RunPlan) -> List[str]:
+def bare_signal_lines(plan: RunPlan) -> str:
     """Where the prompt has a promise marker alone on a line (the Go rooda's signal
-    fragment does): an agent that echoes its prompt would read as SUCCESS."""
+    fragment does; an agent that echoes its prompt would read as SUCCESS), in one phrase
+    naming the fragments and their lines; "" when it has none."""
     markers = set(signal_markers(plan.signals))
     sources: List[Tuple[str, str]] = []
     if plan.prompt_text is not None:
@@ -2743,10 +2757,11 @@ def bare_signal_lines(plan: RunPlan) -> List[str]:
                                 else "%s (inline content)" % phase, text))
     found = []
     for where, text in sources:
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip() in markers:
-                found.append("%s line %d: %s" % (where, number, line.strip()))
-    return found
+        numbers = [str(number) for number, line in enumerate(text.splitlines(), 1)
+                   if line.strip() in markers]
+        if numbers:
+            found.append("%s line%s %s" % (where, "s" if len(numbers) > 1 else "", ", ".join(numbers)))
+    return "; ".join(found)
 
 
 # ----------------------------------------------------------------------
@@ -2863,7 +2878,7 @@ class SignalGuard:
                 remaining = deadline - now
                 if remaining <= 0:
                     return
-                pause = min(remaining, ticker.due - now) if ticker is not None else remaining
+                pause = min(remaining, ticker.due - now if ticker is not None else remaining, 86400.0)
                 if self.wake_fd is None:
                     time.sleep(min(max(pause, 0.0), 0.1))
                 else:
@@ -3386,7 +3401,8 @@ class _Supervision:
             timeout = min(timeout, GROUP_POLL_SECONDS)
         if self.pump.needs_polling and self.exited_at is None:
             timeout = min(timeout, 0.05)
-        arrived = self.pump.read(None if timeout == float("inf") else max(timeout, 0.0))
+        # (select refuses a timeout past about 2**31 ms: a day is as good as forever)
+        arrived = self.pump.read(None if timeout == float("inf") else min(max(timeout, 0.0), 86400.0))
         if self.guard is not None and self.guard.stop_requested:
             # Ctrl+Z: the group stops with us; the time stopped counts toward no timeout.
             alive = self.child.returncode is None or self.group_alive()
@@ -3651,6 +3667,23 @@ MAX_EVENT_LINE = 16 * 1024 * 1024
 LIMIT_SCAN_BYTES = 2048
 
 
+# A text agent silent this long is "quiet" on the status line (SPEC 14).
+QUIET_SECONDS = 30.0
+
+
+def activity_words(kind: str, detail: str, seconds: float) -> str:
+    """What the agent is doing, as the status line, the heartbeat and `status` say it:
+    `→ Bash: pytest -q · 12s`, `thinking · 8s`, `retrying: HTTP 529 overloaded · attempt
+    3/10`, `quiet 2m10s`."""
+    if kind == "tool":
+        return "→ %s · %s" % (detail, format_duration(seconds))
+    if kind == "retrying":
+        return "retrying: " + detail
+    if kind == "quiet":
+        return "quiet " + format_duration(seconds)
+    return "%s · %s" % (kind, format_duration(seconds))
+
+
 class StreamReport(Record):
     """What the loop needs of one iteration's output, whatever its format."""
 
@@ -3678,10 +3711,12 @@ class TextReader:
                  show_err: Optional[Callable[[bytes], None]], log: Optional[Callable[[bytes], None]],
                  tail_bytes: int) -> None:
         self.scanner, self.tail, self.output_bytes = scanner, _Tail(tail_bytes), 0
+        self.last_output = time.monotonic()
 
         def sink(stream: str, show: Optional[Callable[[bytes], None]]) -> Callable[[bytes], None]:
             def take(chunk: bytes) -> None:
                 self.output_bytes += len(chunk)
+                self.last_output = time.monotonic()
                 scanner.feed(stream, chunk)
                 self.tail(chunk)
                 if show is not None:
@@ -3689,6 +3724,11 @@ class TextReader:
             return take
         self.on_stdout = sink("stdout", _tee(show_out, log))
         self.on_stderr = sink("stderr", _tee(show_err, log))
+
+    def activity(self) -> Optional[Tuple[str, str, float]]:
+        """(kind, detail, since): `quiet` once nothing came for QUIET_SECONDS, else None."""
+        quiet = time.monotonic() - self.last_output >= QUIET_SECONDS
+        return ("quiet", "", self.last_output) if quiet else None
 
     def finish(self, result: AgentResult) -> StreamReport:
         tail = self.tail.bytes()
@@ -3699,10 +3739,12 @@ class TextReader:
 
 
 def total_tokens(usage: Mapping[str, Any]) -> Optional[int]:
-    """Input, output and cache tokens together; None when the agent reported none."""
+    """Input, output and cache tokens together; None when the agent reported none (or
+    only counts past any float)."""
     known = [float(usage[name]) for name in ("input_tokens", "output_tokens", "cache_read_tokens",
-                                             "cache_write_tokens") if usage.get(name) is not None]
-    return int(sum(known)) if known else None
+                                             "cache_write_tokens") if _number(usage.get(name)) is not None]
+    total = sum(known)
+    return int(total) if known and _number(total) is not None else None
 
 
 def describe_usage(usage: Mapping[str, Any], tool_calls: Optional[int] = None,
@@ -3725,13 +3767,17 @@ def describe_usage(usage: Mapping[str, Any], tool_calls: Optional[int] = None,
 
 
 def add_usage(totals: Dict[str, Any], usage: Mapping[str, Any]) -> None:
-    """Add usage figures into totals: numbers summed, the model the latest one named."""
+    """Add usage figures into totals: numbers summed (money to the nano-dollar, so that ten
+    iterations of $0.10 make $1.00 exactly; a sum past any float is left as it was), the
+    model the latest one named."""
     for name, value in usage.items():
         if name == "model":
             if value:
                 totals[name] = value
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            totals[name] = totals.get(name, 0) + value
+        elif _number(value) is not None:
+            total = totals.get(name, 0) + value
+            if _number(total) is not None:
+                totals[name] = round(total, 9) if name == "cost_usd" else total
 
 
 class EventReader:
@@ -3771,6 +3817,7 @@ class EventReader:
         self.said = _Tail(8192)             # the assistant's words (for its explanation)
         self.last_text = ""                 # its last message (for a commit's summary)
         self.in_delta = False               # the last event was a chunk of a longer text
+        self.doing = ("thinking", "", time.monotonic())  # (kind, detail, since): activity_words
         self.text_open = False              # the last text shown did not end its line
         self.rendered = _Tail(fallback.tail.size)  # the readable lines: reasons come from here
         self.own_text = b""
@@ -3779,6 +3826,14 @@ class EventReader:
     @property
     def output_bytes(self) -> int:
         return self.fallback.output_bytes
+
+    def activity(self) -> Optional[Tuple[str, str, float]]:
+        return self.doing if self.events else self.fallback.activity()
+
+    def tokens(self) -> Optional[int]:
+        """The iteration's tokens so far: the CLI's count, else its messages' (partial)."""
+        partial = sum(total_tokens(figures) or 0 for figures in self.partial.values())
+        return total_tokens(self.usage) or partial or None
 
     # -- input ----------------------------------------------------------------------
 
@@ -3873,22 +3928,25 @@ class EventReader:
             _, text, delta = event
             if not text:
                 return
-            data = text.encode("utf-8")
+            data = text.encode("utf-8", "replace")  # (JSON may hold half an emoji: "\ud83d")
             # Deltas are chunks of one text: joined as they are, so that a marker split
             # across two of them is still found; whole texts are lines of their own.
             self.scanner.feed("assistant", data if delta else b"\n" + data + b"\n")
             self.said(data if delta else data + b"\n")
             self.last_text = self.last_text + text if delta and self.in_delta else text
             self.limit = None  # the model answered: a limit hit before was recovered from
+            self.doing = ("thinking", "", time.monotonic())
             self._show(text, partial=delta)
         elif kind == EV_TOOL:
             self.tool_calls += 1
             self.limit = None
             detail = event[2].replace(self.cwd, "") if event[2] else ""
             self.last_tool = "%s: %s" % (event[1], detail) if detail else event[1]
+            self.doing = ("tool", self.last_tool, time.monotonic())
             self._show("→ " + self.last_tool)
         elif kind == EV_TOOL_RESULT:
             _, _, failed, said, code = event
+            self.doing = ("thinking", "", time.monotonic())
             if failed:
                 self._show("  ✗ %s%s" % ("exit %d: " % code if code is not None else "", said or "failed"))
         elif kind == EV_USAGE:
@@ -3908,12 +3966,17 @@ class EventReader:
         elif kind == EV_NOTICE:
             self.notice = event[1]
             self._show("  · " + _one_line(event[1], 400))
+        elif kind == EV_RETRY:
+            self.notice = "retrying: " + event[1]
+            self.doing = ("retrying", event[1], time.monotonic())
+            self._show("  · " + self.notice)
         elif kind == EV_RESULT:
             _, self.ended, text = event
             if self.ended and text:
-                self.scanner.feed("assistant", b"\n" + text.encode("utf-8") + b"\n")
+                data = text.encode("utf-8", "replace")
+                self.scanner.feed("assistant", b"\n" + data + b"\n")
                 if not self.last_text:
-                    self.said(text.encode("utf-8"))
+                    self.said(data)
                     self.last_text = text
                     self._show(text)
         self.in_delta = delta
@@ -4400,7 +4463,7 @@ class GitResult(Record):
 def git(args: Sequence[str], cwd: str, *, timeout: float = 60.0,
         env: Optional[Dict[str, str]] = None, guard: Optional[SignalGuard] = None,
         kill_grace: float = 5.0, echo_out: Optional[Callable[[bytes], None]] = None,
-        echo_err: Optional[Callable[[bytes], None]] = None) -> GitResult:
+        echo_err: Optional[Callable[[bytes], None]] = None, ticker: Optional[Ticker] = None) -> GitResult:
     """Run git like a gate (own process group, timeout, the guard's signals); its output
     is also passed to the echo sinks (verbose, log). Exit 127 when git is missing."""
     out: List[bytes] = []
@@ -4408,7 +4471,7 @@ def git(args: Sequence[str], cwd: str, *, timeout: float = 60.0,
     try:
         result = run_agent(["git"] + list(args), "", env=env or git_environment(), cwd=cwd,
                            guard=guard, on_stdout=_tee(out.append, echo_out),
-                           on_stderr=_tee(err.append, echo_err),
+                           on_stderr=_tee(err.append, echo_err), ticker=ticker,
                            limits=Limits(timeout=timeout, grace=kill_grace))
     except RoodaError as exc:
         return GitResult(exit_code=127, out="", err=str(exc), interrupted=None)
@@ -4519,7 +4582,7 @@ def session_log_pathspecs(repo: GitRepository, log_dir: Optional[str]) -> List[s
         return []
     escaped = re.sub(r"([*?\[\\])", r"\\\1", relative.replace(os.sep, "/"))
     prefix = "" if relative == "." else escaped + "/"
-    return [":(top,glob)%ssession-[0-9]*%s" % (prefix, suffix) for suffix in (".log", ".jsonl")]
+    return [":(top,glob)%ssession-[0-9]*%s" % (prefix, suffix) for suffix in (".log", ".jsonl", ".json")]
 
 
 def stage_everything(run_git: "Callable[..., GitResult]", repo: GitRepository, log_dir: Optional[str],
@@ -4665,6 +4728,7 @@ class SessionLog:
             self.log_fd, self.jsonl_fd = opened[0], opened[1]
             self.agent_fd = opened[2] if agent_stream else None
             self.path = os.path.join(directory, names[0])
+            self.live_path = os.path.join(directory, base + "-live.json")
             self.shown = os.path.join(shown_directory, names[0])
             return
         raise RoodaError("cannot find a free session log name in %s" % shown_directory)
@@ -4692,6 +4756,17 @@ class SessionLog:
     def write_agent_stream(self, data: bytes) -> None:
         """The agent's raw structured lines, as they came."""
         self._write_all(self.agent_fd, data)
+
+    def write_live(self, record: Dict[str, Any]) -> None:
+        """What the run is doing now, beside its .jsonl (not in it: the .jsonl stays the
+        events of SPEC 8), replaced whole so that a reader never sees half of it."""
+        if self.problem is None:
+            try:
+                with open(self.live_path + ".tmp", "w") as stream:
+                    json.dump(record, stream)
+                os.replace(self.live_path + ".tmp", self.live_path)
+            except OSError:
+                pass  # (best effort: `status` then shows the events alone)
 
     def text(self, text: str) -> None:
         self.write(text.encode("utf-8", "replace"))
@@ -4759,8 +4834,13 @@ class SessionLog:
                       format_duration(state.elapsed()), "Total Cost: $%.4f\n" % cost if cost is not None
                       else "", summary, state.exit_code(), RULE))
         self.event("session_end", status=state.status, reason=state.reason, iterations=state.finished,
+                   succeeded=state.finished - state.failures, failed=state.failures,
                    seconds=round(state.elapsed(), 3), exit_code=state.exit_code(),
                    usage=state.usage_totals())
+        try:
+            os.unlink(self.live_path)  # ended: session_end says the rest
+        except OSError:
+            pass
 
     def close(self) -> None:
         for fd in (self.log_fd, self.jsonl_fd, self.agent_fd):
@@ -4928,25 +5008,53 @@ def _terminal_width(fd: Optional[int]) -> int:
     return columns if columns > 0 else 80
 
 
+def _fit(text: str, columns: int) -> str:
+    """`text` cut to fit in `columns` terminal columns, with an ellipsis: a CJK character
+    or an emoji takes two, a combining mark none (len() would let the line wrap)."""
+    import unicodedata
+
+    def width(char: str) -> int:
+        return 0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF" else 1
+    if sum(map(width, text)) <= columns:
+        return text
+    used, kept = 0, []
+    for char in text:
+        used += width(char)
+        if used > columns - 1:
+            break
+        kept.append(char)
+    return "".join(kept) + "…"
+
+
 class Progress:
     """The loop's progress lines on stderr, each `[HH:MM:SS] message` in local time, and
-    the status line or heartbeats of the activity under way (SPEC 14). Quiet prints only
-    ERROR lines, warnings and the interruption line."""
+    what is under way (SPEC 14): a status line on a terminal that can erase a line,
+    redrawn once a second; else a heartbeat line when `heartbeat` seconds passed since
+    the last line printed, whatever step (agent, gate, git, wait) is under way. One
+    ticker, fired by whatever the loop waits in, drives both. Quiet prints only ERROR
+    lines, warnings and the interruption line."""
 
     def __init__(self, err: Outlet, verbosity: int = NORMAL, color: bool = False,
-                 heartbeat: float = 0) -> None:
-        self.err, self.verbosity, self.color = err, verbosity, color
-        # The status line: a terminal, neither quiet nor verbose (the agent's own output
-        # would tear it); heartbeat lines: anywhere else, unless quiet.
-        self.live = err.tty and verbosity == NORMAL and os.environ.get("TERM") != "dumb"
-        self.heartbeat = heartbeat if not err.tty and verbosity >= NORMAL else 0
-        self.ticker: Optional[Ticker] = None
-        self.status: Optional[Callable[[], str]] = None
-        self.beat: Optional[Callable[[], str]] = None
-        self.drawn = False
+                 heartbeat: float = 0, ticking: bool = False) -> None:
         import threading
 
-        self.lock = threading.Lock()  # the writer threads warn too; `drawn` is shared
+        self.err, self.verbosity, self.color = err, verbosity, color
+        # A terminal that can erase a line; TERM=dumb (or none) is treated as no terminal.
+        terminal = err.tty and os.environ.get("TERM", "dumb") != "dumb"
+        # The status line: neither quiet nor verbose (the agent's own output would tear
+        # it); heartbeat lines: anywhere else, unless quiet.
+        self.live = terminal and verbosity == NORMAL
+        self.heartbeat = heartbeat if not terminal and verbosity >= NORMAL else 0
+        # `ticking`: something else wants the tick too (the run's live activity file).
+        self.ticker = Ticker(STATUS_LINE_SECONDS, self._tick) if self.live or self.heartbeat or ticking \
+            else None
+        self.describe: Optional[Callable[[], Tuple[str, str]]] = None
+        self.on_tick: Optional[Callable[[], None]] = None  # the run's live activity file
+        self.last_line = time.monotonic()
+        self.drawn = False
+        # Reentrant: a warning from the outlet (its reader stopped) may come while a line
+        # is being written under this lock, by the same thread.
+        self.lock = threading.RLock()
 
     # -- lines ------------------------------------------------------------------------
 
@@ -4958,6 +5066,7 @@ class Progress:
             self.err.write(text.encode("utf-8", "replace"))
 
     def _write(self, message: str) -> None:
+        self.last_line = time.monotonic()
         self._emit("[%s] %s\n" % (time.strftime("%H:%M:%S"), message))
 
     def _paint(self, text: str, code: str) -> str:
@@ -4982,41 +5091,37 @@ class Progress:
         self._write(self._paint("ERROR:", "31") + " " + message)
 
     def outcome(self, outcome: str) -> str:
-        code = {SUCCESS: "32", COMPLETED: "32", LIMITED: "33"}.get(outcome, "31")
+        code = {SUCCESS: "32", COMPLETED: "32", LIMITED: "33", UNAVAILABLE: "33"}.get(outcome, "31")
         return self._paint(outcome, code)
 
     # -- the activity under way -------------------------------------------------------------
 
-    def begin(self, status: Callable[[], str], beat: Callable[[], str]) -> Optional[Ticker]:
-        """An activity starts (the agent, a gate, a wait): its status line is redrawn
-        once a second on a terminal, its heartbeat printed every `heartbeat` seconds off
-        one. Returns the ticker that whoever waits must fire, or None."""
-        self.status, self.beat = status, beat
-        if self.live:
-            self.ticker = Ticker(STATUS_LINE_SECONDS, self._redraw)
-        elif self.heartbeat:
-            self.ticker = Ticker(self.heartbeat, lambda: self.info(beat()))
-        else:
-            self.ticker = None
+    def begin(self, describe: Callable[[], Tuple[str, str]]) -> Optional[Ticker]:
+        """A step starts (the agent, a gate, git, a wait); describe() says what it does,
+        as (status line, heartbeat line). Returns the ticker whoever waits must fire."""
+        self.describe = describe
         return self.ticker
 
     def end(self) -> None:
-        self.ticker = self.status = self.beat = None
+        self.describe = None
         with self.lock:
             if self.drawn:
                 self.err.write(ERASE_LINE.encode())
                 self.drawn = False
 
-    def _redraw(self) -> None:
-        if self.status is None:
+    def _tick(self) -> None:
+        if self.on_tick is not None:
+            self.on_tick()
+        if self.describe is None:
             return
-        width = _terminal_width(self.err.fd)
-        text = self.status()
-        if len(text) > width - 1:
-            text = text[:max(width - 2, 0)] + "…"
-        with self.lock:
-            self.err.write((ERASE_LINE + text).encode("utf-8", "replace"))
-            self.drawn = True
+        status, beat = self.describe()
+        if self.live:
+            text = _fit(status, _terminal_width(self.err.fd) - 1)
+            with self.lock:
+                self.err.write((ERASE_LINE + text).encode("utf-8", "replace"))
+                self.drawn = True
+        elif self.heartbeat and time.monotonic() - self.last_line >= self.heartbeat:
+            self.info(beat)
 
 
 def _same_file(first: TextIO, second: TextIO) -> bool:
@@ -5173,6 +5278,12 @@ class _Run:
         self.log_sink = log.write if log is not None else None
         self.agent_env = _agent_env(plan, self.agent)
         self.during: Optional[int] = None   # the iteration under way (for "interrupted during")
+        # What is under way, for the live activity file `status` reads: the agent's
+        # reader, or another step as (kind, detail, since) for activity_words.
+        self.reading: Any = None
+        self.step: Optional[Tuple[str, str, float]] = None
+        self.live_written: Optional[dict] = None
+        progress.on_tick = self.write_live if log is not None else None
         self.cost_unknown_said = False
         self.markers = signal_markers(plan.signals)
         self.fragment_names = _fragment_names(plan)  # for the logs: the same every iteration
@@ -5185,18 +5296,14 @@ class _Run:
         plan = self.plan
         if self.log is not None:
             self.log.gate_start(gate, command)
-        started = time.monotonic()
-        shown = _one_line(command, 60)
-        ticker = self.progress.begin(
-            lambda: "%s: %s · %s" % (gate, shown, format_duration(time.monotonic() - started)),
-            lambda: "%s: %s still running (%s)" % (gate, shown, format_duration(time.monotonic() - started)))
+        ticker = self.step_under_way("%s: %s" % (gate, _one_line(command, 60)))
         try:
             result = run_gate(gate, command, cwd=plan.cwd, guard=self.guard,
                               timeout=plan.gates.timeout, kill_grace=plan.kill_grace,
                               on_output=_tee(self.stdout_sink, self.log_sink),
                               on_stderr=_tee(self.stderr_sink, self.log_sink), ticker=ticker)
         finally:
-            self.progress.end()
+            self.end_step()
         if self.log is not None:
             self.log.gate_end(gate, command, result.exit_code, result.seconds)
         if result.interrupted is not None:
@@ -5229,10 +5336,14 @@ class _Run:
         if record and log is not None:
             log.gate_start(GATE_GIT, shown)
         started = time.monotonic()
-        result = git(args, plan.cwd, timeout=plan.gates.timeout, env=env, guard=self.guard,
-                     kill_grace=plan.kill_grace,
-                     echo_out=_tee(self.stdout_sink, self.log_sink) if record else None,
-                     echo_err=_tee(self.stderr_sink, self.log_sink) if record else None)
+        ticker = self.step_under_way("git: " + args[0])  # a slow hook keeps the line going
+        try:
+            result = git(args, plan.cwd, timeout=plan.gates.timeout, env=env, guard=self.guard,
+                         kill_grace=plan.kill_grace, ticker=ticker,
+                         echo_out=_tee(self.stdout_sink, self.log_sink) if record else None,
+                         echo_err=_tee(self.stderr_sink, self.log_sink) if record else None)
+        finally:
+            self.end_step()
         if record and log is not None:
             log.gate_end(GATE_GIT, shown, result.exit_code, time.monotonic() - started)
         elif result.exit_code != 0 and args[0] in ("add", "rm", "write-tree") and log is not None:
@@ -5242,21 +5353,39 @@ class _Run:
             raise Interrupted(result.interrupted)
         return result
 
+    def step_under_way(self, what: str) -> Optional[Ticker]:
+        """A gate or git step begins: `verify: make test · 12s` on the status line."""
+        started = time.monotonic()
+        self.step = (what, "", started)
+
+        def describe() -> Tuple[str, str]:
+            spent = format_duration(time.monotonic() - started)
+            return "%s · %s" % (what, spent), "%s still running (%s)" % (what, spent)
+        return self.progress.begin(describe)
+
+    def end_step(self) -> None:
+        self.progress.end()
+        self.reading = self.step = None
+
     def checkpoint(self) -> None:
         """Stop at once when a signal has arrived: nothing new is started after it."""
         if self.guard.signum is not None:
             raise Interrupted(self.guard.signum)
 
-    def wait(self, seconds: float, status: Callable[[float], str], beat: Callable[[float], str]) -> None:
-        """Wait (a delay, a usage limit): a countdown on the terminal, heartbeats off it,
-        cut short by a signal."""
+    def wait(self, seconds: float, what: str) -> None:
+        """Wait (a delay, a limit, an outage): `what · 2m13s left` counting down on the
+        terminal, heartbeats off it; cut short by a signal."""
         deadline = time.monotonic() + seconds
-        ticker = self.progress.begin(lambda: status(deadline - time.monotonic()),
-                                     lambda: beat(deadline - time.monotonic()))
+        self.step = ("wait", what, deadline)
+
+        def describe() -> Tuple[str, str]:
+            left = format_duration(max(deadline - time.monotonic(), 0))
+            return "%s · %s left" % (what, left), "%s%s: %s left" % (what[0].upper(), what[1:], left)
+        ticker = self.progress.begin(describe)
         try:
             self.guard.wait(seconds, ticker)
         finally:
-            self.progress.end()
+            self.end_step()
         self.checkpoint()
 
     # -- stops --------------------------------------------------------------------------
@@ -5309,10 +5438,7 @@ class _Run:
             if pause >= 1:
                 self.progress.info("Waiting %s before iteration %d"
                                    % (format_budget(round(pause, 1)), following))
-            self.wait(pause, lambda left: "waiting before iteration %d · %s left" % (
-                following, format_duration(max(left, 0))),
-                lambda left: "Still waiting before iteration %d (%s left)" % (
-                    following, format_duration(max(left, 0))))
+            self.wait(pause, "waiting before iteration %d" % following)
         return True
 
     # -- one iteration ------------------------------------------------------------------
@@ -5380,15 +5506,15 @@ class _Run:
         reader = self.reader(attempt.prompt)
         env = dict(self.agent_env)
         env["ROODA_ITERATION"] = str(attempt.number)
-        ticker = self.progress.begin(lambda: self.agent_status(label, started, reader),
-                                     lambda: self.agent_heartbeat(label, started, reader))
+        ticker = self.progress.begin(lambda: self.agent_activity(label, started, reader))
+        self.reading = reader
         try:
             attempt.result = result = run_agent(
                 self.agent.argv, attempt.prompt, env=env, cwd=plan.cwd, on_stdout=reader.on_stdout,
                 on_stderr=reader.on_stderr, guard=self.guard, ticker=ticker,
                 limits=Limits(timeout=plan.iteration_timeout, idle=plan.idle_timeout, grace=plan.kill_grace))
         finally:
-            self.progress.end()
+            self.end_step()
         attempt.report = report = reader.finish(result)
         if report.usage:
             add_usage(self.state.usage, report.usage)
@@ -5577,29 +5703,41 @@ class _Run:
                 "%s, the provider did not say when it resets" % format_budget(round(wait))))
             what = "usage limit (%s)" % trouble.limit
         state.waiting_for = trouble.kind
-        self.wait(wait, lambda left: "%s · %s left" % (what, format_duration(max(left, 0))),
-                  lambda left: "Still waiting: %s, %s left" % (what, format_duration(max(left, 0))))
+        self.wait(wait, what)
         state.waiting_for = None
         return True
 
-    def agent_activity(self, started: float, reader: Any) -> Tuple[str, str]:
-        """What the agent is doing, for the status line and the heartbeat: (elapsed, what)."""
-        elapsed = format_duration(time.monotonic() - started)
-        if reader.structured and reader.events:
-            return elapsed, plural(reader.tool_calls, "tool call")
-        return elapsed, "%s output" % format_bytes(reader.output_bytes)
+    def agent_activity(self, label: str, started: float, reader: Any) -> Tuple[str, str]:
+        """What the agent is doing, as (status line, heartbeat line): `iteration 3/10 ·
+        2m13s · 14 tool calls · → Bash: pytest -q · 12s`."""
+        now = time.monotonic()
+        structured = reader.structured and reader.events
+        figures = [format_duration(now - started), plural(reader.tool_calls, "tool call") if structured
+                   else "%s output" % format_bytes(reader.output_bytes)]
+        doing = reader.activity()
+        what = [activity_words(doing[0], doing[1], now - doing[2])] if doing else []
+        last = reader.last_tool if structured else ""
+        beat = figures + what + (["last: → " + last] if last and (not doing or doing[0] != "tool") else [])
+        return (" · ".join(["iteration " + label] + figures + what),
+                "Iteration %s still running (%s)" % (label, ", ".join(beat)))
 
-    def agent_status(self, label: str, started: float, reader: Any) -> str:
-        """The status line while the agent works."""
-        elapsed, what = self.agent_activity(started, reader)
-        last = " · → " + reader.last_tool if reader.structured and reader.events and reader.last_tool else ""
-        return "iteration %s · %s · %s%s" % (label, elapsed, what, last)
-
-    def agent_heartbeat(self, label: str, started: float, reader: Any) -> str:
-        elapsed, what = self.agent_activity(started, reader)
-        last = ", last: → " + reader.last_tool if reader.structured and reader.events and reader.last_tool \
-            else ""
-        return "Iteration %s still running (%s, %s%s)" % (label, elapsed, what, last)
+    def write_live(self) -> None:
+        """The live activity file beside the session's (SPEC 14): what is under way, for
+        `status` in another terminal, rewritten (once a second at most) when it changes."""
+        assert self.log is not None
+        reader, doing = self.reading, self.step
+        if reader is not None:
+            doing = reader.activity()
+        record: Dict[str, Any] = {"pid": os.getpid(), "iteration": self.during}
+        if doing is not None:
+            record["activity"] = [doing[0], doing[1], round(time.time() - time.monotonic() + doing[2], 3)]
+        if reader is not None and reader.structured and reader.events:
+            record.update(tool_calls=reader.tool_calls, last_tool=reader.last_tool, tokens=reader.tokens())
+        elif reader is not None:
+            record["output_bytes"] = reader.output_bytes
+        if record != self.live_written:
+            self.live_written = record
+            self.log.write_live(record)
 
     def detect_stuck(self, attempt: _Attempt) -> bool:
         """The stuck detectors of SPEC 6, after the outcome; True when one fires."""
@@ -5705,9 +5843,10 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
     else:
         progress.info("Starting procedure: %s (max %s)" % (plan.procedure, plural(cap, "iteration")))
     progress.info("Agent: %s (%s)" % (agent.display(), agent.source))
-    for place in bare_signal_lines(plan):
+    bare = bare_signal_lines(plan)
+    if bare:
         progress.warn("the prompt has a promise marker alone on a line (%s): an agent that echoes"
-                      " its prompt would read as done; put the marker inside a sentence" % place)
+                      " its prompt would read as done; put the marker inside a sentence" % bare)
     if plan.max_cost is not None and (run.format is None or not run.format.reports_cost):
         progress.warn("max_cost is set, but the agent's output (%s format) reports no cost: the"
                       " budget cannot be enforced; use --max-time as well" % agent.format)
@@ -5742,7 +5881,7 @@ USAGE = """python3 rooda.py <procedure> [max_iterations] [options]
        python3 rooda.py prompt <file|-> [max_iterations] [options]
        python3 rooda.py list | info <procedure> | doctor [<procedure>]
        python3 rooda.py config [<procedure>] [--json]
-       python3 rooda.py status [--all] [--json] [--log-dir DIR]
+       python3 rooda.py status [SESSION] [--all] [--json] [--log-dir DIR]
        python3 rooda.py vendor <dir> [--force]
        python3 rooda.py help | version | --help | --version"""
 DESCRIPTION = """\
@@ -5851,15 +5990,23 @@ def build_parser() -> Any:
     return parser
 
 
+# Options that belong to some commands only, and the commands that take only a few.
+COMMAND_OPTIONS = {"json": ("config", "status"), "all": ("status",), "force": ("vendor",)}
+OWN_OPTIONS = {"status": ("--all", "--json", "--log-dir", "--config"), "list": ("--config",),
+               "vendor": ("--force",)}
+
+
 def parse_args(argv: Sequence[str]) -> Any:
     """The parsed command line: `command` (the first word), its `words`, the options."""
     parser = build_parser()
     options, extra = parser.parse_known_intermixed_args(list(argv))
+    command = options.words[0] if options.words else None
     for word in extra:
         if word.startswith("-") and word != "-":
             name = word.split("=", 1)[0]
-            known = [o for action in parser._actions for o in action.option_strings
-                     if o.startswith("--")]
+            known = OWN_OPTIONS.get(command or "") or [  # "did you mean" only what the command takes
+                o for action in parser._actions for o in action.option_strings if o.startswith("--") and
+                command in COMMAND_OPTIONS.get(o[2:], (command,))]
             raise UsageError("unknown option '%s'%s" % (name, did_you_mean(name, known)))
         options.words.append(word)
     words = options.words
@@ -5899,6 +6046,9 @@ def _read_context(values: Sequence[str], cwd: str) -> List[str]:
     """--context values: inline text, @FILE read from cwd, @@ for a literal @."""
     texts = []
     for value in values:
+        if not value.strip():
+            raise UsageError("--context needs some text (or @FILE); an empty one would add an empty"
+                             " section")
         if value.startswith("@@"):
             texts.append(value[1:])
         elif value.startswith("@"):
@@ -5911,7 +6061,7 @@ def _read_context(values: Sequence[str], cwd: str) -> List[str]:
 def _use_color(option: str, stream: TextIO) -> bool:
     if option == "always":
         return True
-    if option == "never" or os.environ.get("NO_COLOR"):
+    if option == "never" or os.environ.get("NO_COLOR") or os.environ.get("TERM", "dumb") == "dumb":
         return False
     try:
         return stream.isatty()
@@ -5955,6 +6105,8 @@ def plan_run(options: Any, config: Config, procedure_name: str,
     fragments = {}
     for phase in PHASES if prompt_file is None else ():
         override = getattr(options, phase)
+        if override == "":
+            raise UsageError("--%s needs a file; an empty value names none" % phase)
         if override:
             fragments[phase] = [{"path": os.path.join(cwd, override)}]
             sources[phase] = (TIER_FLAG, "--" + phase, None)
@@ -6105,7 +6257,7 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
     # One writer when both are the same terminal or file: two threads would interleave the
     # agent's lines and the progress lines out of order.
     out = err if _same_file(sys.stdout, sys.stderr) else Outlet(sys.stdout, "stdout")
-    progress = Progress(err, plan.verbosity, plan.color, plan.heartbeat)
+    progress = Progress(err, plan.verbosity, plan.color, plan.heartbeat, ticking=log is not None)
     out.on_trouble = err.on_trouble = progress.warn
     out.logged = err.logged = log is not None
     guard = SignalGuard()
@@ -6270,10 +6422,10 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
         else:
             report("ok", "procedure %s: %d fragments readable"
                    % (name, sum(len(plan.fragments[p]) for p in PHASES)))
-            for place in bare_signal_lines(plan):
+            bare = bare_signal_lines(plan)
+            if bare:
                 report("warning", "prompt: a promise marker alone on a line (%s): an agent that"
-                                  " echoes its prompt would read as done; put it inside a sentence"
-                       % place)
+                                  " echoes its prompt would read as done; put it inside a sentence" % bare)
     agent = plan.agent if plan is not None else (
         resolve_agent(config, None, options.ai_cmd, options.ai_cmd_alias, options.ai_format)
         if config is not None else None)
@@ -6452,109 +6604,153 @@ def command_vendor(options: Any, directory: str) -> int:
 
 # Session .jsonl names: the stamp, and the -2, -3 ... of a second run in the same second.
 _SESSION_NAME = r"session-(\d{8}-\d{6})(?:-(\d+))?\.jsonl$"
-# What `status` says of a session: its pid lives and it has no session_end; it has one;
-# it has none and its pid is gone (SIGKILL, a crash, a power cut).
-RUN_RUNNING, RUN_ENDED, RUN_KILLED = "running", "ended", "killed"
+# What `status` says of a session: its rooda runs, is stopped (Ctrl+Z), ended (it wrote
+# session_end), or died (its pid is gone or a zombie, and no session_end: SIGKILL, a
+# crash, a power cut).
+RUN_RUNNING, RUN_STOPPED, RUN_ENDED, RUN_DIED = "running", "stopped", "ended", "died"
+# Of a session, `status --all` reads the first line and what its last bytes hold.
+STATUS_TAIL_BYTES = 65536
 
 
 def _session_files(directory: str) -> List[str]:
-    """The session .jsonl files of a directory, newest first (the agent's raw streams left out)."""
-    found = []
-    for name in os.listdir(directory):
-        match = re.match(_SESSION_NAME, name)
-        if match:
-            found.append(((match.group(1), int(match.group(2) or 1)), name))
-    return [os.path.join(directory, name) for _, name in sorted(found, reverse=True)]
+    """The session .jsonl files of a directory (the agent's raw streams left out)."""
+    return [os.path.join(directory, name) for name in os.listdir(directory) if re.match(_SESSION_NAME, name)]
 
 
-def _process_started(pid: int) -> Optional[float]:
-    """When a process started (epoch), from /proc; None where that cannot be read."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as stream:
-            ticks = int(stream.read().rsplit(b")", 1)[1].split()[19])
-        with open("/proc/stat", "rb") as stream:
-            boot = int(next(line for line in stream if line.startswith(b"btime")).split()[1])
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-
-
-def _run_alive(pid: object, started: Optional[float]) -> bool:
-    """Whether the rooda that wrote a session still runs: its pid lives, and (where /proc
-    says) that process started before the session did -- a reused pid is not it."""
+def _process_state(pid: object, started: Optional[float]) -> Optional[str]:
+    """The state letter of the rooda that wrote a session (R, S, T for stopped, Z for a
+    zombie), "?" where it cannot be read, or None when that process is gone -- a pid
+    reused by a process that started after the session is not it."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
+        return None
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    except OSError:
-        return False
-    began = _process_started(pid)
-    return began is None or started is None or began <= started + 2
+        return None
+    except (PermissionError, OverflowError, OSError) as exc:
+        if not isinstance(exc, PermissionError):
+            return None
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as stream:
+            fields = stream.read().rsplit(b")", 1)[1].split()
+        with open("/proc/stat", "rb") as stream:
+            boot = int(next(line for line in stream if line.startswith(b"btime")).split()[1])
+    except (OSError, ValueError, IndexError, StopIteration):
+        return "?"  # no /proc (macOS): alive is all that is known
+    if started is not None and boot + int(fields[19]) / os.sysconf("SC_CLK_TCK") > started + 2:
+        return None
+    return fields[0].decode()
 
 
-def summarize_session(path: str, now: Optional[float] = None) -> Dict[str, Any]:
-    """One session's state from its .jsonl: running or ended, how far, what it cost."""
+def _read_session(path: str, whole: bool) -> Tuple[List[bytes], bool]:
+    """A session's lines -- all of them, or its first line and what its last
+    STATUS_TAIL_BYTES hold -- and whether that is the whole file."""
+    with open(path, "rb") as stream:
+        first = stream.readline()
+        start = stream.tell()
+        size = os.fstat(stream.fileno()).st_size
+        if not whole and size - start > STATUS_TAIL_BYTES:
+            stream.seek(size - STATUS_TAIL_BYTES)
+            return [first] + stream.read().split(b"\n")[1:], False  # (the first is cut)
+        return [first] + stream.read().split(b"\n"), True
+
+
+def summarize_session(path: str, now: Optional[float] = None, whole: bool = True) -> Dict[str, Any]:
+    """One session's state from its .jsonl (and live activity file): running, stopped,
+    ended or died, how far, why it ended, what it cost. A line that does not parse or
+    has not the shape rooda writes is skipped and counted, never a traceback."""
     now = time.time() if now is None else now
     summary: Dict[str, Any] = {
         "session": path, "procedure": None, "state": None, "status": None, "exit_code": None,
         "reason": None, "pid": None, "started": None, "iteration": None, "max_iterations": None,
-        "iterations": 0, "successes": 0, "failures": 0, "limited": 0, "elapsed_seconds": None,
-        "usage": None, "last_event": None, "last_event_time": None, "waiting_until": None,
+        "iterations": 0, "successes": 0, "failures": 0, "limited": 0, "unavailable": 0,
+        "elapsed_seconds": None, "usage": None, "last_event": None, "last_event_time": None,
+        "waiting_until": None, "waiting_for": None, "activity": None, "tool_calls": None, "tokens": None,
         "skipped_lines": 0}
+    lines, read_whole = _read_session(path, whole)
     usage: Dict[str, Any] = {}
     started_at = last_at = None
     ended = None
-    with open(path, "rb") as stream:
-        for raw in stream:
-            try:
-                event = json.loads(raw)
-                name = event["event"]
-                moment = parse_iso_time(event["time"])
-                if not isinstance(name, str) or moment is None:
-                    raise ValueError(name)
-            except (ValueError, KeyError, TypeError, RecursionError):
-                summary["skipped_lines"] += 1
-                continue
-            summary["last_event"], summary["last_event_time"], last_at = name, event["time"], moment
+    for raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            event = json.loads(raw)
+            name, moment = event["event"], parse_iso_time(event["time"])
+            if not isinstance(name, str) or moment is None:
+                raise ValueError(name)
             wait = _number(event.get("wait_seconds"))
-            summary["waiting_until"] = iso_time(moment + wait) if name == "limit" and wait else None
-            if name == "session_start":
-                pid, cap = event.get("pid"), event.get("max_iterations")
-                summary.update(procedure=str(event.get("procedure")), started=event["time"],
-                               pid=pid if isinstance(pid, int) else None,
-                               max_iterations=cap if isinstance(cap, int) else None)
-                started_at = moment
-            elif name == "iteration_start" and isinstance(event.get("iteration"), int):
-                summary["iteration"] = event["iteration"]
-            elif name == "iteration_end":
-                outcome = event.get("outcome")
-                if outcome == LIMITED:
-                    summary["limited"] += 1
-                elif outcome in (SUCCESS, COMPLETED):
-                    summary["successes"] += 1
-                elif outcome in FAILING_OUTCOMES:
-                    summary["failures"] += 1
-                if outcome not in (LIMITED, OUTCOME_INTERRUPTED):
-                    summary["iterations"] += 1
-                add_usage(usage, _mapping(event.get("usage")))
-            elif name == "session_end":
-                ended = event
+            until = iso_time(moment + wait) if name == "limit" and wait else None
+        except (ValueError, KeyError, TypeError, RecursionError, OverflowError):
+            summary["skipped_lines"] += 1
+            continue
+        summary["last_event"], summary["last_event_time"], last_at = name, event["time"], moment
+        summary["waiting_until"], summary["waiting_for"] = until, event.get("kind") if until else None
+        if name == "session_start":
+            pid, cap = event.get("pid"), event.get("max_iterations")
+            summary.update(procedure=str(event.get("procedure")), started=event["time"],
+                           pid=pid if isinstance(pid, int) else None,
+                           max_iterations=cap if isinstance(cap, int) else None)
+            started_at = moment
+        elif name == "iteration_start" and isinstance(event.get("iteration"), int):
+            summary["iteration"] = event["iteration"]
+        elif name == "iteration_end":
+            outcome, number = event.get("outcome"), event.get("iteration")
+            if outcome in (LIMITED, UNAVAILABLE):
+                summary[outcome] += 1
+            elif outcome in (SUCCESS, COMPLETED):
+                summary["successes"] += 1
+            elif outcome in FAILING_OUTCOMES:
+                summary["failures"] += 1
+                summary["reason"] = event.get("reason")  # the last failure's, until the end's
+            if outcome not in (LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED):  # (the tail: its number)
+                summary["iterations"] = number if isinstance(number, int) and not read_whole else \
+                    summary["iterations"] + 1
+            add_usage(usage, _mapping(event.get("usage")))
+        elif name == "session_end":
+            ended = event
+    if not read_whole:  # only what the tail holds: the counts from session_end, else unknown
+        summary.update(successes=None, failures=None, limited=None, unavailable=None)
+        usage = {}
     if ended is not None:
-        iterations, seconds = ended.get("iterations"), _number(ended.get("seconds"))
+        seconds = _number(ended.get("seconds"))
         summary.update(state=RUN_ENDED, status=ended.get("status"), exit_code=ended.get("exit_code"),
-                       reason=ended.get("reason"), elapsed_seconds=seconds,
-                       iterations=iterations if isinstance(iterations, int) else summary["iterations"])
+                       reason=ended.get("reason") or summary["reason"], elapsed_seconds=seconds)
+        for key, field in (("iterations", "iterations"), ("successes", "succeeded"), ("failures", "failed")):
+            if isinstance(ended.get(field), int):
+                summary[key] = ended[field]
+        usage = _mapping(ended.get("usage")) or usage
     else:
-        alive = _run_alive(summary["pid"], started_at)
-        summary["state"] = RUN_RUNNING if alive else RUN_KILLED
-        if started_at is not None:  # a killed run lasted until its last event
+        process = _process_state(summary["pid"], started_at)
+        alive = process not in (None, "Z", "X")
+        summary["state"] = RUN_STOPPED if process in ("T", "t") else RUN_RUNNING if alive else RUN_DIED
+        if started_at is not None:  # a run that died lasted until its last event
             summary["elapsed_seconds"] = round((now if alive else last_at or started_at) - started_at, 3)
+        if alive:
+            summary.update(_live_activity(path, now))
     summary["usage"] = {name: usage.get(name) for name in USAGE_FIELDS} if usage else None
     return summary
+
+
+def _live_activity(path: str, now: float) -> Dict[str, Any]:
+    """What a running session's agent is doing now, from its live activity file."""
+    try:
+        with open(path[:-len(".jsonl")] + "-live.json") as stream:
+            live = _mapping(json.load(stream))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    doing = _list(live.get("activity"))
+    found: Dict[str, Any] = {}
+    if len(doing) == 3 and _number(doing[2]) is not None:
+        found["activity"] = activity_words(str(doing[0]), str(doing[1]), now - doing[2])
+    elif _number(live.get("output_bytes")) is not None:
+        found["activity"] = "%s output" % format_bytes(live["output_bytes"])
+    for key in ("tool_calls", "tokens"):
+        if _number(live.get(key)) is not None:
+            found[key] = int(live[key])
+    if live.get("last_tool") and not str(found.get("activity", "")).startswith("→"):
+        found["activity"] = "%s (last: → %s)" % (found.get("activity") or "", live["last_tool"])
+    return found
 
 
 def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
@@ -6564,26 +6760,39 @@ def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
     rows = [("session", _display_path(summary["session"], cwd)),
             ("procedure", summary["procedure"] or "(unknown)")]
     until = parse_iso_time(summary["waiting_until"]) if summary["waiting_until"] else None
-    if summary["state"] == RUN_RUNNING and until is not None:
-        state = "running (pid %s), waiting for a usage limit to reset until %s (%s left); iteration" \
-                " %s%s runs again then" % (summary["pid"], clock_words(until, now),
-                                           format_duration(max(until - now, 0)),
-                                           summary["iteration"] or 1, of_cap)
-    elif summary["state"] == RUN_RUNNING:
-        state = "running (pid %s), iteration %s%s under way" % (summary["pid"], summary["iteration"] or 1,
-                                                                of_cap)
-    elif summary["state"] == RUN_ENDED:
-        state = "ended: %s, exit code %s" % (summary["status"], summary["exit_code"])
+    state, number = summary["state"], "%s%s" % (summary["iteration"] or 1, of_cap)
+    if state in (RUN_RUNNING, RUN_STOPPED) and until is not None:
+        words = "waiting for %s until %s (%s left); iteration %s runs again then" % (
+            "the provider to come back" if summary["waiting_for"] == "outage" else "a usage limit to reset",
+            clock_words(until, now), format_duration(max(until - now, 0)), number)
+    elif state in (RUN_RUNNING, RUN_STOPPED):
+        words = "iteration %s under way" % number
+    if state == RUN_RUNNING:
+        words = "running (pid %s), %s" % (summary["pid"], words)
+    elif state == RUN_STOPPED:
+        words = "stopped (pid %s, Ctrl+Z; `fg` in its terminal goes on), %s" % (summary["pid"], words)
+    elif state == RUN_ENDED:
+        words = "ended: %s, exit code %s" % (summary["status"], summary["exit_code"])
     else:
-        state = "ended without a session_end (killed?); it was in iteration %s" % (
-            summary["iteration"] or "(none yet)")
-    rows.append(("state", state))
+        moment = parse_iso_time(summary["last_event_time"])
+        words = "died: no session_end, and its process (pid %s) is gone; it was in iteration %s, the" \
+                " last event %s at %s" % (summary["pid"], summary["iteration"] or "(none yet)",
+                                          summary["last_event"], clock_words(moment or now, now))
+    rows.append(("state", words))
+    if summary["activity"]:
+        rows.append(("now", summary["activity"]))
+    figures = [plural(summary[key], key[:-1].replace("_", " ")) for key in ("tool_calls",) if summary[key]]
+    if summary["tokens"]:
+        figures.append("%s tokens" % format_count(summary["tokens"]))
+    if figures:
+        rows.append(("iteration", " · ".join(figures) + " so far"))
     if summary["reason"]:
         rows.append(("reason", str(summary["reason"])))
-    done = "%d%s done: %d succeeded, %d failed" % (summary["iterations"], of_cap, summary["successes"],
-                                                   summary["failures"])
-    if summary["limited"]:
-        done += ", %s at a usage limit" % plural(summary["limited"], "attempt")
+    done = "%d%s done: %s succeeded, %s failed" % (
+        summary["iterations"], of_cap, summary["successes"], summary["failures"])
+    for key, words in (("limited", "at a usage limit"), ("unavailable", "with the provider unavailable")):
+        if summary[key]:
+            done += ", %s %s" % (plural(summary[key], "attempt"), words)
     rows.append(("iterations", done))
     if summary["elapsed_seconds"] is not None:
         rows.append(("elapsed", format_duration(summary["elapsed_seconds"])))
@@ -6591,29 +6800,54 @@ def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
         usage = summary["usage"]
         rows.append(("usage", " · ".join(describe_usage(usage, usage.get("tool_calls")))))
     if summary["last_event"]:
-        moment = parse_iso_time(summary["last_event_time"])
+        moment = parse_iso_time(summary["last_event_time"]) or now
         rows.append(("last event", "%s at %s (%s ago)" % (
             summary["last_event"], time.strftime("%H:%M:%S", time.localtime(moment)),
-            format_duration(max(now - (moment or now), 0)))))
+            format_duration(max(now - moment, 0)))))
     if summary["skipped_lines"]:
         rows.append(("skipped", "%s that did not parse" % plural(summary["skipped_lines"], "line")))
     return "".join("%-10s  %s\n" % row for row in rows)
 
 
 def _status_row(summary: Dict[str, Any]) -> str:
-    """One line of `status --all`: start, procedure, iterations, status, duration, cost."""
+    """One line of `status --all`: start, procedure, iterations, status, duration, cost,
+    and why it ended (else the last failure's reason); `?` for what the tail did not hold."""
     started = parse_iso_time(summary["started"]) if summary["started"] else None
     cap = summary["max_iterations"]
     status = summary["status"] if summary["state"] == RUN_ENDED else summary["state"]
     cost = (summary["usage"] or {}).get("cost_usd")
-    return "%s  %-12s  %7s  %-11s  %9s  %s" % (
+    return "%s  %-12s  %7s  %-11s  %9s  %6s  %s" % (
         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "?" * 19,
         summary["procedure"], "%d%s" % (summary["iterations"], "/%d" % cap if cap else ""), status,
-        format_duration(summary["elapsed_seconds"] or 0), format_cost(cost) if cost is not None else "-")
+        format_duration(summary["elapsed_seconds"] or 0), format_cost(cost) if cost is not None
+        else "?" if summary["successes"] is None else "-",
+        _one_line(summary["reason"] or "", 100))
+
+
+def _session_start(path: str) -> float:
+    """When a session started, from its first line (`newest` is by start time, whatever
+    time zone wrote the file's name); 0 when it cannot be read."""
+    try:
+        with open(path, "rb") as stream:
+            moment = parse_iso_time(_mapping(json.loads(stream.readline())).get("time"))
+    except (OSError, ValueError, RecursionError):
+        moment = None
+    return moment or 0.0
+
+
+def _find_session(directory: str, named: str) -> Optional[str]:
+    """A session named by its path, its file name, or its stamp (`20261124-120000`, `-2`
+    suffix included)."""
+    for candidate in (named, os.path.join(directory, named), os.path.join(directory, named + ".jsonl"),
+                      os.path.join(directory, "session-%s.jsonl" % named)):
+        if re.search(_SESSION_NAME, candidate) and os.path.isfile(candidate):
+            return candidate
+    return None
 
 
 def command_status(options: Any) -> int:
-    """`status [--all] [--json] [--log-dir DIR]`: the newest session (or all of them)."""
+    """`status [SESSION] [--all] [--json] [--log-dir DIR]`: the newest session, the one
+    named, or all of them, newest first."""
     cwd = os.getcwd()
     if options.log_dir:
         directory = os.path.join(cwd, os.path.expanduser(options.log_dir))
@@ -6625,10 +6859,17 @@ def command_status(options: Any) -> int:
                          " DIR names another)\n" % shown)
         return 1
     try:
-        sessions = _session_files(directory)
+        sessions = sorted(_session_files(directory), key=lambda path: (_session_start(path), path),
+                          reverse=True)
     except OSError as exc:
         sys.stderr.write("rooda: cannot read the log directory %s: %s\n" % (shown, exc.strerror))
         return 1
+    if options.words:
+        found = _find_session(directory, options.words[0])
+        if found is None:
+            sys.stderr.write("rooda: no such session: %s (in %s)\n" % (options.words[0], shown))
+            return 1
+        sessions = [found]
     if not sessions:
         sys.stderr.write("rooda: no session logs in %s\n" % shown)
         return 1
@@ -6636,7 +6877,7 @@ def command_status(options: Any) -> int:
     summaries = []
     for path in sessions if options.all else sessions[:1]:
         try:
-            summaries.append(summarize_session(path, now))
+            summaries.append(summarize_session(path, now, whole=not options.all))
         except OSError as exc:
             sys.stderr.write("rooda: cannot read %s: %s\n" % (_display_path(path, cwd), exc.strerror))
     if options.json:
@@ -6655,12 +6896,10 @@ COMMAND_WORDS = {
     "config": (0, 2, "config [<procedure>] [--json]"),
     "doctor": (0, 1, "doctor [<procedure>]"),
     "vendor": (1, 1, "vendor <dir> [--force]"),
-    "status": (0, 0, "status [--all] [--json] [--log-dir DIR]"),
+    "status": (0, 1, "status [SESSION] [--all] [--json] [--log-dir DIR]"),
     "prompt": (1, 2, "prompt <file|-> [max_iterations] [options]"),
     "run": (1, 2, "run <procedure> [max_iterations] [options]"),
 }
-# Options that belong to one command only.
-COMMAND_OPTIONS = {"json": ("config", "status"), "all": ("status",), "force": ("vendor",)}
 
 
 def dispatch(options: Any) -> int:

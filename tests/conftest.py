@@ -204,6 +204,21 @@ def group_members(pgid):
     return members
 
 
+def events_line(*events):
+    """Structured events as the JSON lines a CLI prints."""
+    return "".join(json.dumps(event) + "\n" for event in events)
+
+
+def say(text, **more):
+    """A Claude `assistant` event saying `text`."""
+    return dict({"type": "assistant", "message": {"content": [{"type": "text", "text": text}]}}, **more)
+
+
+# A Claude `result` that ends a run well.
+OK_RESULT = {"type": "result", "subtype": "success", "is_error": False, "result": "done",
+             "total_cost_usd": 0.1, "num_turns": 1, "usage": {"input_tokens": 10, "output_tokens": 2}}
+
+
 def replay(name, exit_code=0):
     """A fake agent step that prints a recorded stream (tests/agent-streams) and exits
     like the CLI did."""

@@ -240,3 +240,13 @@ def test_python_floor_message():
 def test_runs_as_a_script_from_another_directory(tmp_path):
     proc = run_rooda("plan", "--dry-run", "--ai-cmd", "x", cwd=str(tmp_path))
     assert proc.returncode == 0 and proc.stdout.startswith(b"# OODA Loop Iteration")
+
+
+# --- moved from the review round's edge cases: each went wrong once ---------------------
+
+def test_prompt_from_a_closed_stdin_is_one_clear_error(workspace, agent):
+    proc = subprocess.run([sys.executable, ROODA, "prompt", "-", "--ai-cmd", agent.cmd], cwd=str(workspace),
+                          env=dict(os.environ, **agent.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=30, preexec_fn=lambda: os.close(0))
+    assert proc.returncode == 2 and b"prompt -: standard input is closed" in proc.stderr
+    assert b"Traceback" not in proc.stderr

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 import rooda
-from conftest import ROODA, STREAMS, progress_lines, replay, run_main, session_events, write_config
+from conftest import (OK_RESULT, ROODA, STREAMS, events_line, progress_lines, replay, run_main, say,
+                      session_events, write_config)
 
 
 
@@ -352,3 +353,40 @@ def test_an_interrupted_iterations_usage_is_in_the_runs_totals(workspace, agent,
     events = session_events(logs)
     assert ends(events)[0]["outcome"] == "interrupted"
     assert events[-1]["usage"]["cost_usd"] == 0.25 == ends(events)[0]["usage"]["cost_usd"]
+
+
+# --- moved from the review round's edge cases: each went wrong once ---------------------
+
+def test_a_subagents_success_is_not_the_agents(workspace, agent, capfd):
+    sub = say("The task says: print <promise>SUCCESS</promise> when all is done.",
+              parent_tool_use_id="toolu_1")
+    agent.script({"actions": [{"out": events_line(sub, say("Still working."), OK_RESULT)}]})
+    code, out, err = run_main(capfd, "build", "-n", "1", "-v", "--ai-cmd", agent.cmd, "--ai-format", "claude")
+    assert "(success)" in err and "Completed" not in err
+    assert "· sub-agent: The task says" in out
+
+
+def test_deeply_nested_or_infinite_json_never_ends_the_run(workspace, agent, capfd):
+    strange = {"type": "result", "subtype": "success", "is_error": True, "api_error_status": 1e999,
+               "num_turns": 1e999, "result": "boom"}
+    agent.script({"actions": [{"out": "[" * 100000 + "\n" + json.dumps(strange).replace(
+        "Infinity", "1e999") + "\n"}], "exit": 1}, {})
+    code, out, err = run_main(capfd, "build", "-n", "2", "--ai-cmd", agent.cmd, "--ai-format", "claude")
+    assert code == 0 and agent.calls == 2 and "Traceback" not in err
+    assert "Iteration 1/2 completed in D (failure, consecutive: 1/3)" in progress_lines(err)
+
+
+def test_the_reason_of_a_structured_failure_is_the_agents_words_not_the_usage_line(workspace, agent, capfd):
+    agent.script({"actions": [{"out": events_line(say("Blocked: no database.\n<promise>FAILURE</promise>"),
+                                                  OK_RESULT)}]})
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", "claude")
+    assert "  agent: Blocked: no database." in err.splitlines()
+
+
+def test_the_feedback_tail_of_a_structured_agent_is_bounded(workspace, agent, capfd):
+    write_config(workspace, {"loop": {"max_output_buffer": 4096}})
+    agent.script({"actions": [{"out": events_line(say("x" * 200000), {"type": "result", "is_error": True,
+                                                                      "result": "failed"})}], "exit": 1}, {})
+    run_main(capfd, "build", "-n", "2", "--ai-cmd", agent.cmd, "--ai-format", "claude")
+    section = agent.prompt(2).split("## PREVIOUS ITERATION")[1].split("## OBSERVE")[0]
+    assert len(section) < 3000

@@ -212,14 +212,18 @@ def test_max_output_buffer_is_at_least_1024_in_a_procedure_too(workspace, capfd,
 
 
 def test_a_bare_signal_line_in_the_prompt_is_warned_about_at_start_and_by_doctor(workspace, agent, capfd):
-    (workspace / "emit.md").write_text("When done, print exactly:\n\n<promise>SUCCESS</promise>\n")
+    (workspace / "emit.md").write_text("When done, print exactly:\n\n<promise>SUCCESS</promise>\n"
+                                       "else:\n<promise>FAILURE</promise>\n")
+    (workspace / "other.md").write_text("<promise>SUCCESS</promise>\n")
     (workspace / "rooda-config.yml").write_text(
-        "procedures:\n  p:\n    act:\n      - path: emit.md\n")
+        "procedures:\n  p:\n    act:\n      - path: emit.md\n      - path: other.md\n")
     code, _, err = run_main(capfd, "p", "-n", "1", "--ai-cmd", agent.cmd)
-    assert "WARNING: the prompt has a promise marker alone on a line (emit.md line 3:" \
-        " <promise>SUCCESS</promise>)" in err
+    warnings = [line for line in err.splitlines() if "promise marker alone" in line]
+    assert len(warnings) == 1 and warnings[0].endswith(  # one warning, naming the fragments
+        "WARNING: the prompt has a promise marker alone on a line (emit.md lines 3, 5; other.md line 1): an"
+        " agent that echoes its prompt would read as done; put the marker inside a sentence")
     code, out, _ = run_main(capfd, "doctor", "p", "--ai-cmd", agent.cmd)
-    assert "prompt: a promise marker alone on a line (emit.md line 3" in out
+    assert "prompt: a promise marker alone on a line (emit.md lines 3, 5; other.md line 1)" in out
     code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd)
     assert "promise marker alone" not in err  # the shipped prompts never do it
 

@@ -12,7 +12,8 @@ import pytest
 
 import rooda
 import conftest
-from conftest import STREAMS, interrupt, progress_lines, run_main, session_events, start_rooda, write_config
+from conftest import (OK_RESULT, STREAMS, events_line, interrupt, progress_lines, run_main, say, session_events,
+                      start_rooda, write_config)
 
 
 
@@ -305,3 +306,31 @@ def test_status_says_a_run_is_waiting_for_a_limit(workspace, agent, tmp_path):
         assert "waiting for a usage limit to reset until" in text
     finally:
         interrupt(proc, signal.SIGINT)
+
+
+# --- moved from the review round's edge cases: each went wrong once ---------------------
+
+def test_a_limit_recovered_from_within_the_iteration_is_not_limited(workspace, agent, capfd):
+    rejected = {"type": "rate_limit_event", "rate_limit_info": {"status": "rejected", "resetsAt": 1,
+                                                                 "rateLimitType": "five_hour"}}
+    allowed = {"type": "rate_limit_event", "rate_limit_info": {"status": "allowed"}}
+    agent.script({"actions": [{"out": events_line(rejected, allowed, say("work done"), OK_RESULT)}]})
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", "claude")
+    assert code == 0 and "(success)" in err and "limited" not in err
+    agent.script({"actions": [{"out": events_line(rejected, allowed, say("<promise>SUCCESS</promise>"),
+                                                  OK_RESULT)}]})
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", "claude",
+                            "--verify", "exit 1")
+    assert "(rejected, consecutive: 1/3)" in err  # the verifier still has its say
+
+
+def test_a_401_or_429_in_a_text_agents_test_output_is_an_ordinary_failure(workspace, agent, capfd):
+    agent.script({"actions": [{"out": "FAILED tests/test_api.py::test_login - assert 401 == 200\n"
+                                      "E   Unauthorized\n"}], "exit": 1},
+                 {"actions": [{"out": "FAILED test_rate - got 429 Too Many Requests, rate limit exceeded\n"}],
+                  "exit": 1}, {})
+    code, _, err = run_main(capfd, "build", "-n", "3", "--ai-cmd", agent.cmd)
+    assert code == 0 and agent.calls == 3, err
+    lines = progress_lines(err)
+    assert "Iteration 1/3 completed in D (failure, consecutive: 1/3)" in lines
+    assert "Iteration 2/3 completed in D (failure, consecutive: 2/3)" in lines

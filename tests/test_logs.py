@@ -20,7 +20,7 @@ EVENT_FIELDS = {
                       "consecutive_failures", "verify", "head_before", "head_after", "output_bytes",
                       "reason", "cause", "usage"},
     "limit": {"kind", "message", "resets_at", "wait_seconds"},
-    "session_end": {"status", "reason", "iterations", "seconds", "exit_code", "usage"},
+    "session_end": {"status", "reason", "iterations", "succeeded", "failed", "seconds", "exit_code", "usage"},
 }
 
 

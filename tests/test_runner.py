@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+import rooda
+
 from conftest import (ROODA, alive, group_members, process_state, progress_lines, release, run_main, run_rooda,
                       interrupt, start_rooda, wait_until, write_config)
 
@@ -506,3 +508,39 @@ def test_agent_output_and_progress_lines_keep_their_order_on_one_terminal(worksp
         "Iteration 1/2 starting", "first agent line", "Iteration 1/2 completed",
         "Iteration 2/2 starting", "second agent line", "Iteration 2/2 completed")]
     assert order == sorted(order), text
+
+
+# --- moved from the review round's edge cases: each went wrong once ---------------------
+
+def test_verbose_with_stdout_closed_warns_once_and_goes_on(workspace, agent):
+    agent.script({"actions": [{"out": "hello\n"}]})
+    proc = subprocess.run([sys.executable, ROODA, "build", "-n", "2", "-v", "--no-log", "--ai-cmd", agent.cmd],
+                          cwd=str(workspace), env=dict(os.environ, **agent.env), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, timeout=60, preexec_fn=lambda: os.close(1))
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert err.count("stdout is closed; agent output is no longer shown") == 1
+
+
+def test_a_signal_in_the_last_moment_of_a_run_still_ends_it_as_interrupted(workspace, agent, capfd,
+                                                                          monkeypatch):
+    """SIGTERM after the last iteration's checks, as the run closes: not lost, not "Completed"."""
+    agent.script({"actions": [{"out": "done\n<promise>SUCCESS</promise>\n"}]})
+    info = rooda.Progress.info
+
+    def info_then_signal(progress, message):
+        info(progress, message)
+        if message.startswith("Iteration 1/1 completed"):
+            os.kill(os.getpid(), signal.SIGTERM)  # rooda's own handler records it
+    monkeypatch.setattr(rooda.Progress, "info", info_then_signal)
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd)
+    assert code == 143, err
+    assert "Interrupted by SIGTERM between iterations (1 iteration completed" in err
+    assert "Completed" not in err
+
+
+def test_run_agent_in_another_directory_leaves_the_callers_alone(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    rooda.run_agent(["pwd"], "", cwd="/", on_stdout=seen.append)
+    assert b"".join(seen) == b"/\n" and os.getcwd() == str(tmp_path)

@@ -201,13 +201,14 @@ def test_status_of_aborted_interrupted_and_killed_runs(workspace, agent, tmp_pat
     proc.wait()
     os.killpg(agent.pid(agent.calls), signal.SIGKILL)
     killed = status_json(workspace, logs)
-    assert killed["state"] == "killed" and killed["status"] is None
+    assert killed["state"] == "died" and killed["status"] is None
     code, text, _ = status(workspace, "--log-dir", logs)
-    assert code == 0 and "ended without a session_end (killed?); it was in iteration 1" in text
+    assert code == 0 and "died: no session_end, and its process (pid %d) is gone; it was in iteration 1, the" \
+        " last event iteration_start at " % proc.pid in text
     code, rows, _ = status(workspace, "--all", "--log-dir", logs)
-    assert [row.split()[4] for row in rows.splitlines()] == ["killed", "interrupted", "aborted"]
+    assert [row.split()[4] for row in rows.splitlines()] == ["died", "interrupted", "aborted"]
     code, lines, _ = status(workspace, "--all", "--json", "--log-dir", logs)
-    assert [json.loads(line)["state"] for line in lines.splitlines()] == ["killed", "ended", "ended"]
+    assert [json.loads(line)["state"] for line in lines.splitlines()] == ["died", "ended", "ended"]
 
 
 def test_status_reports_usage_and_skips_lines_it_cannot_parse(workspace, tmp_path):
@@ -222,7 +223,7 @@ def test_status_reports_usage_and_skips_lines_it_cannot_parse(workspace, tmp_pat
     text = "\n".join(json.dumps(line) for line in lines) + "\nnot json\n{\"event\": \"iteration_st"
     (logs / "session-20261124-100000.jsonl").write_text(text)
     summary = status_json(workspace, logs)
-    assert summary["skipped_lines"] == 2 and summary["state"] == "killed"
+    assert summary["skipped_lines"] == 2 and summary["state"] == "died"
     assert summary["usage"]["cost_usd"] == 0.25 and summary["usage"]["input_tokens"] == 1000
     code, text, _ = status(workspace, "--log-dir", logs)
     assert "usage       1.2k tokens · $0.25 · m" in text and "2 lines that did not parse" in text
@@ -257,4 +258,27 @@ def test_the_readme_lists_the_status_json_fields(tmp_path):
     fields = set(rooda.summarize_session(str(path)))
     with open(os.path.join(ROOT, "README.md")) as stream:
         documented = stream.read().split("`--json` fields:")[1].split("No log directory")[0]
-    assert set(re.findall(r"`(\w+)`", documented)) - {"running", "ended", "killed"} == fields
+    assert set(re.findall(r"`(\w+)`", documented)) - {"running", "stopped", "ended", "died", "outage"} == fields
+
+
+# --- moved from the review round's edge cases: each went wrong once ---------------------
+
+def test_status_survives_lines_of_the_wrong_shape(workspace, tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    lines = [{"event": "session_start", "time": "2026-11-24T10:00:00.000Z", "pid": "x", "max_iterations": "y"},
+             {"event": "iteration_end", "time": "2026-11-24T10:05:00.000Z", "outcome": "success", "usage": [1]},
+             {"event": 7, "time": "2026-11-24T10:06:00.000Z"},
+             ["not", "an", "object"],
+             {"event": "iteration_end", "time": "not a time"}]
+    (logs / "session-20261124-100000.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    proc = run_rooda("status", "--json", "--log-dir", str(logs), cwd=str(workspace))
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr
+    summary = json.loads(proc.stdout.decode())
+    assert summary["skipped_lines"] == 3 and summary["state"] == "died" and summary["iterations"] == 1
+    assert summary["elapsed_seconds"] == 300.0  # a killed run lasted until its last event
+    ended = lines[:2] + [{"event": "session_end", "time": "2026-11-24T10:07:00.000Z", "iterations": None,
+                          "seconds": "long", "status": "completed", "exit_code": 0}]
+    (logs / "session-20261124-100000.jsonl").write_text("".join(json.dumps(line) + "\n" for line in ended))
+    proc = run_rooda("status", "--log-dir", str(logs), cwd=str(workspace))
+    assert proc.returncode == 0 and b"ended: completed, exit code 0" in proc.stdout, proc.stderr
