@@ -78,8 +78,8 @@ CONFIG_NAMES = ("rooda-config.json", "rooda-config.yml", "rooda-config.yaml")
 # The four OODA phases, in prompt order.
 PHASES = ("observe", "orient", "decide", "act")
 # Words that are commands, so no procedure may take them.
-RESERVED_WORDS = ("run", "prompt", "list", "info", "config", "doctor", "vendor", "status", "help",
-                  "version")
+RESERVED_WORDS = ("run", "prompt", "list", "info", "config", "doctor", "vendor", "status", "resume",
+                  "help", "version")
 # Iteration outcomes (SPEC 5, the outcome matrix).
 SUCCESS = "success"
 COMPLETED = "completed"
@@ -1528,6 +1528,10 @@ class AgentCLI(Record):
     stream_format: str = "text"        # the format its structured mode prints
     stream_flags: Tuple[Tuple[str, Optional[str]], ...] = ()  # (flag, value) that turn it on
     login: str = ""                    # what it needs to authenticate (the message when it cannot)
+    # Where `doctor` looks for its credentials (a variable, or a file under ~) and who pays
+    # with each, as "WHERE=who pays; ...".
+    credentials: str = ""
+    budget_flag: str = ""              # its own spending cap for one run (max_cost passes what is left)
     # Known traps, for `doctor`: (level, applies(argv, env, in a git repository), message).
     pitfalls: Tuple[Tuple[str, Callable[[Sequence[str], Mapping[str, str], bool], bool], str], ...] = ()
     # Its own messages, read in a failed iteration's last 2 KB of text: (cause, regex,
@@ -1544,6 +1548,10 @@ AGENT_CLIS = (
         command="claude -p --dangerously-skip-permissions --output-format stream-json --verbose",
         stream_format="claude", stream_flags=(("--output-format", "stream-json"),),
         login="ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN), or run `claude` once and /login",
+        credentials="ANTHROPIC_API_KEY=API billing (the Anthropic Console account), not the Claude"
+                    " subscription; CLAUDE_CODE_OAUTH_TOKEN=the Claude subscription of `claude setup-token`;"
+                    " ~/.claude/.credentials.json=the account `claude` /login signed in",
+        budget_flag="--max-budget-usd",
         pitfalls=(
             ("error", lambda argv, env, repo: _as_root() and env.get("IS_SANDBOX") != "1" and
              "skip-permissions" in " ".join(argv),
@@ -1569,6 +1577,9 @@ AGENT_CLIS = (
                 " --color never --json -",
         stream_format="codex", stream_flags=(("--json", None),),
         login="OPENAI_API_KEY, or `codex login`",
+        credentials="CODEX_API_KEY=API billing (the OpenAI Platform account); OPENAI_API_KEY=API billing"
+                    " (the OpenAI Platform account); ~/.codex/auth.json=the ChatGPT plan or API key of"
+                    " `codex login`",
         pitfalls=(("error", lambda argv, env, repo: "--skip-git-repo-check" not in argv and not repo,
                    "codex exec exits 1 outside a git repository without --skip-git-repo-check"),),
         words=(
@@ -1582,6 +1593,9 @@ AGENT_CLIS = (
         name="gemini", command="gemini --yolo --skip-trust -o stream-json",
         stream_format="gemini", stream_flags=(("-o", "stream-json"), ("--output-format", "stream-json")),
         login="GEMINI_API_KEY (or GOOGLE_API_KEY / Vertex AI settings), or run `gemini` once to log in",
+        credentials="GEMINI_API_KEY=the API key's Google project; GOOGLE_API_KEY=the API key's Google"
+                    " project; GOOGLE_APPLICATION_CREDENTIALS=Vertex AI (the Google Cloud project);"
+                    " ~/.gemini/oauth_creds.json=the Google account `gemini` logged in",
         pitfalls=(("warning", lambda argv, env, repo: "--skip-trust" not in argv and
                    env.get("GEMINI_CLI_TRUST_WORKSPACE") != "true",
                    "gemini exits 55 in an untrusted folder; add --skip-trust or set"
@@ -1597,35 +1611,42 @@ AGENT_CLIS = (
         stream_format="copilot", stream_flags=(("--output-format", "json"),),
         login="GH_TOKEN or GITHUB_TOKEN (COPILOT_PROVIDER_API_KEY with your own provider), or"
               " `copilot` then /login",
+        credentials="COPILOT_GITHUB_TOKEN=the GitHub account's Copilot plan; GH_TOKEN=the GitHub account's"
+                    " Copilot plan; GITHUB_TOKEN=the GitHub account's Copilot plan;"
+                    " COPILOT_PROVIDER_API_KEY=your own model provider",
         pitfalls=(("error", lambda argv, env, repo: "-p" in argv or "--prompt" in argv,
                    "copilot ignores stdin when -p is given; drop -p"),)),
     AgentCLI(
         name="cursor-agent", command="cursor-agent -p --force --trust --output-format text {prompt}",
-        login="CURSOR_API_KEY, or `cursor-agent login`",
+        login="CURSOR_API_KEY, or `cursor-agent login`", credentials="CURSOR_API_KEY=the Cursor account",
         pitfalls=(("warning", lambda argv, env, repo: not env.get("CURSOR_API_KEY"),
                    "cursor-agent without CURSOR_API_KEY waits for a browser login"),
                   ("warning", lambda argv, env, repo: "--trust" not in argv,
                    "cursor-agent refuses an untrusted folder with exit 0; add --trust"))),
     AgentCLI(
         name="kiro-cli", command="kiro-cli chat --no-interactive --trust-all-tools", aliases=("kiro",),
-        login="KIRO_API_KEY",
+        login="KIRO_API_KEY", credentials="KIRO_API_KEY=the Kiro account",
         pitfalls=(("warning", lambda argv, env, repo: not env.get("KIRO_API_KEY"),
                    "kiro-cli runs headless only with KIRO_API_KEY (Pro plans)"),)),
     AgentCLI(
         name="amp", command="amp --dangerously-allow-all -x",
         stream_format="claude", stream_flags=(("--stream-json", None),), login="AMP_API_KEY",
+        credentials="AMP_API_KEY=the Amp account",
         pitfalls=(("error", lambda argv, env, repo: not env.get("AMP_API_KEY"),
                    "amp without AMP_API_KEY waits forever for a login; set AMP_API_KEY"),)),
     AgentCLI(
         name="opencode", command="opencode run --auto --format json",
         stream_format="opencode", stream_flags=(("--format", "json"),),
         login="the provider's key, from `opencode auth login`",
+        credentials="~/.local/share/opencode/auth.json=the providers of `opencode auth login`",
         pitfalls=(("warning", lambda argv, env, repo: "--auto" not in argv,
                    "opencode without --auto rejects permission requests silently"),)),
     AgentCLI(
         name="qwen", command="qwen --yolo -o stream-json",
         stream_format="claude", stream_flags=(("-o", "stream-json"), ("--output-format", "stream-json")),
         login="OPENAI_API_KEY (with OPENAI_BASE_URL), or `qwen` then /auth",
+        credentials="OPENAI_API_KEY=the OpenAI-compatible provider's API billing;"
+                    " ~/.qwen/oauth_creds.json=the Qwen account `qwen` logged in",
         words=((CAUSE_AUTH, r"\[API Error: 401\b", None),
                (CAUSE_OUTAGE, r"\[API Error: (?:Connection error|5\d\d\b)", None))),
     AgentCLI(
@@ -1639,6 +1660,7 @@ AGENT_CLIS = (
         name="aider", command="aider --message-file {prompt_file} --yes-always --no-pretty --no-stream"
                               " --no-check-update --no-analytics --no-show-model-warnings",
         login="OPENAI_API_KEY or ANTHROPIC_API_KEY (or the model's provider key)",
+        credentials="OPENAI_API_KEY=API billing (OpenAI); ANTHROPIC_API_KEY=API billing (Anthropic)",
         pitfalls=(("warning", lambda argv, env, repo: True,
                    "aider exits 0 after API failures and never runs shell commands itself; use a"
                    " `verify` gate"),)),
@@ -1788,6 +1810,15 @@ def _v_strings(value: object) -> Optional[str]:
     return None
 
 
+def _v_list(check: Callable[[object], Optional[str]]) -> Callable[[object], Optional[str]]:
+    """A list whose every item passes `check`."""
+    def each(value: object) -> Optional[str]:
+        if not isinstance(value, list):
+            return "must be a list, not %s" % _type_name(value)
+        return next((problem for problem in map(check, value) if problem), None)
+    return each
+
+
 def _v_paths(value: object) -> Optional[str]:
     if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
         return "must be a list of paths"
@@ -1857,6 +1888,10 @@ SETTINGS = (
     Setting(key="heartbeat", default=300, check=_Number(0, unit="seconds")),
     Setting(key="outage_wait", default=3600, check=_Number(0, unit="seconds")),
     Setting(key="on_failure_signal", default="retry", check=_Choice("retry", "stop"), procedure=True),
+    Setting(key="keep_awake", default=True, check=_v_bool),
+    Setting(key="notify", default=None, check=_v_command),
+    Setting(key="notify_on", default=["session_end"], scalar=False, check=_v_list(
+        _Choice("session_end", "iteration_end", "wait"))),
     Setting(key="verify", default=None, check=_v_command, procedure=True, flag="--verify", metavar="CMD",
             help="quality gate after each iteration (sh -c); a failure rejects the agent's SUCCESS claim"),
     Setting(key="done_when", default=None, check=_v_command, procedure=True, flag="--done-when",
@@ -3283,6 +3318,106 @@ def _threaded_io() -> bool:
     return os.name == "nt" or os.environ.get("ROODA_THREADED_IO") == "1"
 
 
+# The guardian: rooda's one helper that outlives it, and only to end what rooda started.
+# It reads the process groups rooda starts and ends ("+pgid", "-pgid") from a pipe whose
+# other end only rooda holds; end-of-file means rooda is gone -- killed without a chance
+# to clean up (SIGKILL, the OOM killer; SPEC 16) or finished. Then it ends those groups
+# and, on Linux, any process that carries this run's ROODA_RUN mark in its environment
+# (what escaped a group with setsid): SIGTERM, `kill_grace`, SIGKILL.
+_GUARDIAN = r"""
+import os, signal, sys, time
+for name in ("SIGINT", "SIGHUP", "SIGTERM", "SIGTSTP"):
+    signal.signal(getattr(signal, name), signal.SIG_IGN)
+mark, grace, groups = ("ROODA_RUN=" + sys.argv[1]).encode(), float(sys.argv[2]), set()
+for line in sys.stdin:
+    (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
+def left():
+    found = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        try:
+            with open("/proc/%s/environ" % name, "rb") as stream:
+                if name.isdigit() and int(name) != os.getpid() and mark in stream.read().split(b"\0"):
+                    found.append((os.kill, int(name)))
+        except (OSError, ValueError):
+            pass
+    for group in groups:
+        try:
+            os.killpg(group, 0)
+            found.append((os.killpg, group))
+        except OSError:
+            pass
+    return found
+for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 0)):
+    targets, deadline = left(), time.monotonic() + wait
+    for kill, target in targets:
+        try:
+            kill(target, signum)
+        except OSError:
+            pass
+    while targets and time.monotonic() < deadline:
+        time.sleep(0.1)
+        targets = left()
+"""
+
+
+class _Helpers:
+    """rooda's own helpers for a run: the guardian, and the keep-awake hold (SPEC 16). They
+    run in rooda's session -- the escapee sweep takes only other sessions' processes, so it
+    leaves them alone -- in a process group of their own, so that Ctrl+C on the terminal
+    reaches rooda alone; each ends when rooda's end of its stdin pipe closes (caffeinate
+    watches rooda's pid instead)."""
+
+    def __init__(self) -> None:
+        self.procs: List[Any] = []
+        self.guardian: Any = None
+
+    def start(self, argv: List[str]) -> Any:
+        import subprocess
+
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, bufsize=0, preexec_fn=os.setpgrp)
+        except OSError:
+            return None
+        self.procs.append(proc)
+        return proc
+
+    def start_guardian(self, mark: str, grace: float) -> None:
+        if os.name != "nt":
+            self.guardian = self.start([sys.executable, "-S", "-c", _GUARDIAN, mark, str(grace)])
+
+    def watch(self, pgid: int, started: bool) -> None:
+        """Tell the guardian of a group rooda started (or has ended)."""
+        if self.guardian is not None:
+            try:
+                self.guardian.stdin.write(b"%s%d\n" % (b"+" if started else b"-", pgid))
+            except OSError:
+                self.guardian = None  # it is gone: nothing more to tell it
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            try:
+                proc.stdin.close()
+                proc.wait(0.5)
+            except Exception:  # (a helper slow to go is left to end by itself)
+                pass
+        self.procs, self.guardian = [], None
+
+
+def keep_awake_command() -> Optional[List[str]]:
+    """The command that holds off idle and system sleep while rooda runs, where the platform
+    has one that needs no privileges (SPEC 16); None elsewhere."""
+    if sys.platform == "darwin" and _which("caffeinate"):
+        return ["caffeinate", "-i", "-w", str(os.getpid())]
+    if _which("systemd-inhibit"):
+        return ["systemd-inhibit", "--what=idle:sleep", "--who=rooda", "--why=an agent loop is running",
+                "--mode=block", "cat"]
+    return None
+
+
+_HELPERS = _Helpers()
+
+
 class Limits(Record):
     """How long a child may run: in all, and without output (None: no limit); and the
     grace between SIGTERM and SIGKILL when it must end."""
@@ -3290,6 +3425,7 @@ class Limits(Record):
     timeout: Optional[float] = None
     idle: Optional[float] = None
     grace: float = 5.0
+    after_signal: bool = False      # it may start although a signal came (notify then)
 
 
 class _Supervision:
@@ -3305,6 +3441,7 @@ class _Supervision:
                  guard: Optional[SignalGuard], limits: Limits, ticker: Optional[Ticker],
                  seen_signals: int) -> None:
         self.child, self.pump, self.sinks, self.guard, self.ticker = child, pump, sinks, guard, ticker
+        _HELPERS.watch(child.pid, True)
         self.timeout, self.idle, self.grace = limits.timeout, limits.idle, limits.grace
         self.subreaper = become_subreaper()
         self.seen_signals = seen_signals
@@ -3433,6 +3570,7 @@ class _Supervision:
                 self.child.wait(KILL_WAIT_SECONDS)  # an unkillable child must not hang rooda
         if self.subreaper:
             _terminate_escapees({self.child.pid}, self.grace, self.guard)
+        _HELPERS.watch(self.child.pid, False)
         code = self.child.returncode if self.child.returncode is not None else -signal.SIGKILL
         return AgentResult(exit_code=128 - code if code < 0 else code,
                            killed_by=signal_name(-code) if code < 0 else None,
@@ -3507,10 +3645,11 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
     if any(PROMPT_TOKEN in part for part in argv):
         argv = [part.replace(PROMPT_TOKEN, prompt) for part in argv]
     # A signal that came before the start stops the run: nothing new is started after it
-    # (SPEC 7). One that comes from now on is seen by the supervision, which kills at once.
+    # (SPEC 7) -- unless the caller says this runs after one (`notify` at an interruption).
+    # One that comes from now on is seen by the supervision, which kills at once.
     seen_signals = guard.count if guard is not None else 0
     try:
-        if guard is not None and guard.signum is not None:
+        if guard is not None and guard.signum is not None and not getattr(limits, "after_signal", False):
             return AgentResult(exit_code=128 + guard.signum, interrupted=guard.signum)
         child, stdin_fd, out_fd, err_fd = _spawn(argv, use_stdin, env, cwd)
         pump = (_ThreadPump if _threaded_io() else _SelectorPump)(
@@ -3735,7 +3874,7 @@ class TextReader:
         said = tail[-8192:].decode("utf-8", "replace")
         return StreamReport(signals=self.scanner.finish(), tail=tail, own_text=tail[-LIMIT_SCAN_BYTES:],
                             output_bytes=self.output_bytes, said=said,
-                            last_text=_last_line(said.encode("utf-8"), ()))
+                            last_text=_last_line(tail[-8192:], [m.decode() for m in self.scanner.bare]))
 
 
 def total_tokens(usage: Mapping[str, Any]) -> Optional[int]:
@@ -4356,8 +4495,9 @@ STOPS = {
 GATE_VERIFY = "verify"
 GATE_DONE_WHEN = "done_when"
 GATE_GIT = "git"
-# Default commit message; {procedure} and {iteration} (1-based) are replaced.
-DEFAULT_COMMIT_MESSAGE = "{procedure}: iteration {iteration}"
+# Default commit message: {procedure}, {iteration} (1-based) and {summary} (the first line
+# of the agent's final message) are replaced.
+DEFAULT_COMMIT_MESSAGE = "{procedure} {iteration}: {summary}"
 
 
 class Gates(Record):
@@ -4633,48 +4773,66 @@ def worktree_fingerprint(run_git: "Callable[..., GitResult]", repo: GitRepositor
             os.unlink(scratch)
 
 
-def commit_and_push(run_git: "Callable[..., GitResult]", repo: GitRepository, gates: Gates, procedure: str,
-                    iteration: int, log_dir: Optional[str]) -> Optional[str]:
+def untracked_files(run_git: "Callable[..., GitResult]", repo: Optional[GitRepository],
+                    log_dir: Optional[str]) -> List[str]:
+    """Untracked files that are not ignored, rooda's session files left out: what `git add
+    -A` would sweep into the first commit (a `nohup.out`, a scratch file)."""
+    if repo is None:
+        return []
+    result = run_git(["ls-files", "--others", "--exclude-standard", "--full-name", "-z"])
+    logs = os.path.relpath(os.path.realpath(log_dir or repo.top), os.path.realpath(repo.top))
+    logs = logs.replace(os.sep, "/")
+    own = re.compile(r"%ssession-\d" % ("" if logs == "." else re.escape(logs) + "/"))
+    return [name for name in result.out.split("\0") if name and not own.match(name)]
+
+
+def commit_and_push(run_git: "Callable[..., GitResult]", repo: GitRepository, gates: Gates,
+                    message: Sequence[str], log_dir: Optional[str]) -> Tuple[Optional[str], Dict[str, Any]]:
     """The git gate after a successful iteration: commit what `git add` really staged
     (not what `git status` shows: showUntrackedFiles=no and dirty submodules distort
-    it), then push whenever the branch is ahead of its upstream, so that a push that
-    failed once is retried. git's own message when something failed, else None."""
+    it) with `message` (its paragraphs), then push whenever the branch is ahead of its
+    upstream, so that a push that failed once is retried. (git's own message when
+    something failed, else None; what was done: hash, files, message, pushed)."""
+    done: Dict[str, Any] = {}
     if gates.commit:
         problem = stage_everything(run_git, repo, log_dir)
         if problem:
-            return problem
-        staged = run_git(["diff", "--cached", "--quiet"])
-        if staged.exit_code not in (0, 1):
-            return "git diff --cached failed: " + staged.message()
-        if staged.exit_code == 1:
-            message = (gates.message or DEFAULT_COMMIT_MESSAGE).replace(
-                "{procedure}", procedure).replace("{iteration}", str(iteration))
-            result = run_git(["commit", "-q", "-m", message])
+            return problem, done
+        staged = run_git(["diff", "--cached", "--name-only", "-z"])
+        if staged.exit_code != 0:
+            return "git diff --cached failed: " + staged.message(), done
+        files = [name for name in staged.out.split("\0") if name]
+        if files:
+            result = run_git(["commit", "-q"] + [part for paragraph in message for part in ("-m", paragraph)])
             if result.exit_code != 0:
                 text = result.message()
                 if any(word in result.err for word in ("user.name", "user.email", "identity")):
                     text += " (set it with: git config user.name 'Your Name' and git config" \
                             " user.email you@example.com)"
-                return "git commit failed: " + text
+                return "git commit failed: " + text, done
+            done = {"hash": (read_head(repo) or "")[:7], "files": len(files), "message": message[0]}
     if gates.push and read_head(repo) is not None:
         upstream = run_git(["rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}"])
-        if upstream.exit_code == 0 and upstream.out.strip():
+        target = upstream.out.strip() if upstream.exit_code == 0 else ""
+        if target:
             ahead = run_git(["rev-list", "--count", "@{u}..HEAD"])
             if ahead.exit_code == 0 and ahead.out.strip() == "0":
-                return None
+                return None, done
             result = run_git(["push", "-q"])
         else:
             branch = run_git(["symbolic-ref", "--short", "-q", "HEAD"]).out.strip()
             if not branch:
-                return "git push failed: HEAD is detached; check out a branch to push"
+                return "git push failed: HEAD is detached; check out a branch to push", done
             remotes = run_git(["remote"]).out.split()
             if not remotes:
-                return "git push failed: the repository has no remote to push to"
+                return "git push failed: the repository has no remote to push to", done
             remote = "origin" if "origin" in remotes else remotes[0]
+            target = "%s/%s" % (remote, branch)
             result = run_git(["push", "-q", "-u", remote, branch])
         if result.exit_code != 0:
-            return "git push failed: " + result.message()
-    return None
+            return "git push failed: " + result.message(), done
+        done["pushed"] = target
+    return None, done
 
 
 # ----------------------------------------------------------------------
@@ -4696,14 +4854,18 @@ THIN_RULE = "-" * 80
 class SessionLog:
     """The session files of one run; every method writes at once."""
 
-    def __init__(self, directory: str, shown_directory: str, agent_stream: bool = False) -> None:
+    def __init__(self, directory: str, shown_directory: str, agent_stream: bool = False,
+                 resume: Optional[str] = None) -> None:
+        """New files, named by the time; or, with `resume` (a session's base name), that
+        session's own files, appended to."""
         try:
             os.makedirs(directory, exist_ok=True)
         except OSError as exc:
             raise RoodaError("cannot create the log directory %s: %s; choose another with"
                              " --log-dir, or run with --no-log" % (shown_directory, exc.strerror)) from None
-        stamp = time.strftime("session-%Y%m%d-%H%M%S")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        stamp = resume or time.strftime("session-%Y%m%d-%H%M%S")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        flags |= 0 if resume else os.O_EXCL
         self.warn: Optional[Callable[[str], None]] = None  # set by the loop: one warning
         self.problem: Optional[str] = None                 # why logging stopped
         self.jsonl_size = 0
@@ -4726,6 +4888,7 @@ class SessionLog:
                                  " with --log-dir, or run with --no-log"
                                  % (shown_directory, exc.strerror)) from None
             self.log_fd, self.jsonl_fd = opened[0], opened[1]
+            self.jsonl_size = os.fstat(self.jsonl_fd).st_size
             self.agent_fd = opened[2] if agent_stream else None
             self.path = os.path.join(directory, names[0])
             self.live_path = os.path.join(directory, base + "-live.json")
@@ -4789,16 +4952,23 @@ class SessionLog:
 
     # -- the shapes: seed 002's .log for people, SPEC 8's events for programs ------------
 
-    def session_start(self, plan: "RunPlan", agent: "AgentCommand", started_wall: float) -> None:
+    def session_start(self, plan: "RunPlan", agent: "AgentCommand", started_wall: float,
+                      resumed: Optional[Dict[str, Any]] = None) -> None:
+        """The session's header and its session_start event -- or, resumed, its
+        session_resume event with what the session carries over (SPEC 16)."""
         cap = plan.max_iterations
-        self.text("%s\nROODA SESSION\n%s\nVersion: %s\nProcedure: %s\nAgent: %s\nOutput Format: %s\n"
+        self.text("%s\nROODA SESSION%s\n%s\nVersion: %s\nProcedure: %s\nAgent: %s\nOutput Format: %s\n"
                   "Max Iterations: %s\nFailure Threshold: %d\nWorking Directory: %s\nStart Time: %s\n%s\n\n"
-                  % (RULE, RULE, __version__, plan.procedure, agent.display(), agent.format,
-                     "unlimited" if cap is None else cap, plan.failure_threshold, plan.cwd,
+                  % (RULE, " RESUMED" if resumed else "", RULE, __version__, plan.procedure, agent.display(),
+                     agent.format, "unlimited" if cap is None else cap, plan.failure_threshold, plan.cwd,
                      local_time(started_wall), RULE))
-        self.event("session_start", version=__version__, procedure=plan.procedure, agent=list(agent.argv),
-                   max_iterations=cap, failure_threshold=plan.failure_threshold, cwd=plan.cwd,
-                   pid=os.getpid(), log=self.path)
+        if resumed:
+            self.event("session_resume", pid=os.getpid(), argv=plan.argv, iterations=resumed["finished"],
+                       seconds=round(resumed["seconds"], 3), usage=resumed["usage"] or None)
+        else:
+            self.event("session_start", version=__version__, procedure=plan.procedure, agent=list(agent.argv),
+                       max_iterations=cap, failure_threshold=plan.failure_threshold, cwd=plan.cwd,
+                       pid=os.getpid(), log=self.path, argv=plan.argv)
 
     def iteration_start(self, number: int, procedure: str, prompt: str, fragments: List[str]) -> None:
         import hashlib
@@ -5166,6 +5336,7 @@ class RunPlan(Record):
     log_dir: Optional[str]
     prompt_file: Optional[str]
     prompt_text: Optional[str]
+    argv: List[str] = []            # rooda's own command line (for `resume`)
     repo: Optional[GitRepository] = None
 
     def __getattr__(self, name: str) -> Any:
@@ -5246,6 +5417,7 @@ class _Attempt:
         self.cause: Optional[str] = None
         self.reason: Optional[Tuple[str, str]] = None  # the cause in words: ("exit 1", "<its line>")
         self.explanation = ""                       # the agent's own, when it signalled FAILURE
+        self.commit: Dict[str, Any] = {}            # what the git gate committed and pushed
         self.feedback, self.source = b"", "the agent's"  # what the next prompt quotes, whose
 
 
@@ -5287,6 +5459,8 @@ class _Run:
         self.cost_unknown_said = False
         self.markers = signal_markers(plan.signals)
         self.fragment_names = _fragment_names(plan)  # for the logs: the same every iteration
+        # How commits name this run: its session, else the run's mark (--no-log).
+        self.session = os.path.basename(log.path)[:-4] if log is not None else os.environ.get("ROODA_RUN", "")
 
     # -- gates, git and waits -------------------------------------------------------------
 
@@ -5362,6 +5536,30 @@ class _Run:
             spent = format_duration(time.monotonic() - started)
             return "%s · %s" % (what, spent), "%s still running (%s)" % (what, spent)
         return self.progress.begin(describe)
+
+    def notify(self, event: str, status: str, reason: str, iteration: Optional[int],
+               exit_code: str = "") -> None:
+        """The `notify` command at an event of notify_on (SPEC 16), details in ROODA_*
+        variables; bounded (30 s, 5 s once a signal came: a second one ends it), its
+        failure one warning that changes nothing else."""
+        plan, log, cost = self.plan, self.log, self.state.usage.get("cost_usd")
+        if not plan.notify or event not in plan.notify_on:
+            return
+        env = dict(os.environ, ROODA_EVENT=event, ROODA_STATUS=status, ROODA_EXIT_CODE=exit_code,
+                   ROODA_REASON=reason, ROODA_PROCEDURE=plan.procedure, ROODA_ITERATION=str(iteration or ""),
+                   ROODA_ITERATIONS=str(self.state.finished),
+                   ROODA_COST_USD="" if cost is None else "%g" % cost,
+                   ROODA_LOG=log.path if log else "", ROODA_SESSION=log.path[:-4] + ".jsonl" if log else "")
+        said = _Tail(4096)
+        late = self.guard.signum is not None
+        result = run_agent(["sh", "-c", plan.notify], "", env=env, cwd=plan.cwd, on_stdout=said,
+                           on_stderr=said, guard=self.guard,
+                           limits=Limits(timeout=5 if late else 30, grace=1, after_signal=late))
+        if result.exit_code != 0:
+            self.progress.warn("notify: `%s` %s%s" % (
+                _one_line(plan.notify, 80), "did not finish in time" if result.timed_out else
+                "exited %d" % result.exit_code, ": " + telling_line(said.bytes().decode("utf-8", "replace"))
+                if said.held else ""))
 
     def end_step(self) -> None:
         self.progress.end()
@@ -5506,11 +5704,18 @@ class _Run:
         reader = self.reader(attempt.prompt)
         env = dict(self.agent_env)
         env["ROODA_ITERATION"] = str(attempt.number)
+        argv = list(self.agent.argv)
+        cli = PRESETS.get(self.agent.preset or os.path.basename(argv[0]))
+        if plan.max_cost is not None and cli is not None and cli.budget_flag:
+            # What is left of the budget, to the cent below: one runaway iteration cannot
+            # spend far past it (SPEC 16).
+            left = max(plan.max_cost - self.state.usage.get("cost_usd", 0), 0)
+            argv += [cli.budget_flag, "%.2f" % (int(left * 100) / 100)]
         ticker = self.progress.begin(lambda: self.agent_activity(label, started, reader))
         self.reading = reader
         try:
             attempt.result = result = run_agent(
-                self.agent.argv, attempt.prompt, env=env, cwd=plan.cwd, on_stdout=reader.on_stdout,
+                argv, attempt.prompt, env=env, cwd=plan.cwd, on_stdout=reader.on_stdout,
                 on_stderr=reader.on_stderr, guard=self.guard, ticker=ticker,
                 limits=Limits(timeout=plan.iteration_timeout, idle=plan.idle_timeout, grace=plan.kill_grace))
         finally:
@@ -5545,9 +5750,9 @@ class _Run:
                 trouble=trouble.kind if trouble is not None else None, git_failed=git_failed)
         classify()
         if (gates.commit or gates.push) and attempt.outcome in (SUCCESS, COMPLETED) and plan.repo is not None:
-            attempt.git_problem = commit_and_push(
+            attempt.git_problem, attempt.commit = commit_and_push(
                 lambda args, env=None: self.run_git(args, env, record=args[0] in ("commit", "push")),
-                plan.repo, gates, plan.procedure, attempt.number, plan.log_dir)
+                plan.repo, gates, self.commit_message(attempt), plan.log_dir)
             if attempt.git_problem:
                 classify(git_failed=True)
                 attempt.feedback, attempt.source = attempt.git_problem.encode("utf-8"), "git's"
@@ -5555,6 +5760,22 @@ class _Run:
             attempt.explanation = explanation(report.said, plan.signals["failure"])
         if attempt.cause is not None:
             attempt.reason = self.failure_reason(attempt)
+
+    def commit_message(self, attempt: _Attempt) -> List[str]:
+        """The commit's subject from the template (SPEC 16: {procedure}, {iteration} and
+        {summary}, the first line of the agent's final message without its markers), and
+        the trailers that tell runs apart and say what the commit cost."""
+        plan, report = self.plan, attempt.report
+        assert report is not None
+        text = report.last_text
+        for marker in self.markers:
+            text = text.replace(marker, "")
+        summary = _one_line(text, 72) or "iteration %d" % attempt.number
+        subject = (plan.gates.message or DEFAULT_COMMIT_MESSAGE).replace("{procedure}", plan.procedure)
+        subject = subject.replace("{iteration}", str(attempt.number)).replace("{summary}", summary)
+        usage = ", ".join(describe_usage(report.usage or {}, brief=True)) or "not reported"
+        return [subject, "Rooda-Session: %s\nRooda-Iteration: %s\nRooda-Usage: %s" % (
+            self.session, attempt.label, usage)]
 
     def count(self, attempt: _Attempt) -> None:
         """The iteration in the loop's counters (state only)."""
@@ -5594,6 +5815,15 @@ class _Run:
                           " the claim is rejected" % (number, plan.gates.verify))
         if attempt.git_problem:
             progress.warn("iteration %d: %s" % (number, attempt.git_problem))
+        done = attempt.commit
+        if done:
+            said = ["committed %s (%s)" % (done["hash"], plural(done["files"], "file"))] if "hash" in done \
+                else []
+            said += ["pushed to " + done["pushed"]] if "pushed" in done else []
+            progress.indented("  git: " + " · ".join(said))
+            if self.log is not None and "hash" in done:
+                self.log.event("commit", iteration=number, hash=done["hash"], files=done["files"],
+                               pushed="pushed" in done, message=done["message"])
         if plan.max_cost is not None and report.usage is not None and not report.cut_short and \
                 report.usage.get("cost_usd") is None and not self.cost_unknown_said:
             self.cost_unknown_said = True
@@ -5703,6 +5933,7 @@ class _Run:
                 "%s, the provider did not say when it resets" % format_budget(round(wait))))
             what = "usage limit (%s)" % trouble.limit
         state.waiting_for = trouble.kind
+        self.notify("wait", attempt.outcome, "%s: %s" % (trouble.kind, message), attempt.number)
         self.wait(wait, what)
         state.waiting_for = None
         return True
@@ -5780,8 +6011,10 @@ class _Run:
         return value
 
     def log_end(self, attempt: _Attempt, outcome: str, reason: Optional[str] = None) -> None:
-        """The iteration's footer in the .log and its iteration_end event."""
+        """The iteration's footer in the .log and its iteration_end event (and `notify`)."""
         result, report = attempt.result, attempt.report
+        if outcome != OUTCOME_INTERRUPTED:
+            self.notify("iteration_end", outcome, reason or "", attempt.number)
         if self.log is None or result is None or report is None:
             return  # (interrupted before the agent started: no iteration to end)
         verified = attempt.verified
@@ -5831,17 +6064,23 @@ def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
                 state.failures, plural(state.finished, "iteration"), *state.last_reason))
 
 
-def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
-             log: Optional[SessionLog] = None, out: Optional[Outlet] = None,
-             err: Optional[Outlet] = None) -> LoopState:
-    """Iterate until a stop condition; the returned state says how it ended."""
+def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optional[SessionLog] = None,
+             out: Optional[Outlet] = None, err: Optional[Outlet] = None,
+             resumed: Optional[Dict[str, Any]] = None) -> LoopState:
+    """Iterate until a stop condition; the returned state says how it ended. `resumed`:
+    what a session carries over when it goes on (SPEC 16) -- iterations, failures,
+    usage, the seconds its runs took."""
     run = _Run(plan, progress, guard, log, out, err)
     state, agent = run.state, run.agent
-    cap = plan.max_iterations
-    if cap is None:
-        progress.info("Starting procedure: %s (unlimited)" % plan.procedure)
+    cap = "unlimited" if plan.max_iterations is None else "max " + plural(plan.max_iterations, "iteration")
+    if resumed:
+        state.finished, state.failures = resumed["finished"], resumed["failures"]
+        state.consecutive_failures, state.usage = resumed["consecutive"], dict(resumed["usage"])
+        state.started -= resumed["seconds"]
+        progress.info("Resuming procedure: %s (%s; %s done, %s so far)" % (
+            plan.procedure, cap, plural(state.finished, "iteration"), format_duration(resumed["seconds"])))
     else:
-        progress.info("Starting procedure: %s (max %s)" % (plan.procedure, plural(cap, "iteration")))
+        progress.info("Starting procedure: %s (%s)" % (plan.procedure, cap))
     progress.info("Agent: %s (%s)" % (agent.display(), agent.source))
     bare = bare_signal_lines(plan)
     if bare:
@@ -5850,9 +6089,17 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
     if plan.max_cost is not None and (run.format is None or not run.format.reports_cost):
         progress.warn("max_cost is set, but the agent's output (%s format) reports no cost: the"
                       " budget cannot be enforced; use --max-time as well" % agent.format)
+    elif plan.max_cost is not None and not (PRESETS.get(agent.preset or "") or AGENT_CLIS[0]).budget_flag:
+        progress.warn("max_cost is checked between iterations: %s has no spending cap of its own, so one"
+                      " iteration can spend past it" % (agent.preset or "this agent"))
+    untracked = untracked_files(run.run_git, plan.repo, plan.log_dir) if plan.gates.commit and plan.repo \
+        and not resumed else []
+    if untracked:
+        progress.warn("git.commit is on and these untracked files would be committed with the agent's"
+                      " work: %s; add them to .gitignore, or move them" % ", ".join(untracked[:10]))
     if log is not None:
         log.warn = progress.warn
-        log.session_start(plan, agent, state.started_wall)
+        log.session_start(plan, agent, state.started_wall, resumed)
     try:
         while run.before_iteration() and run.iteration():
             pass
@@ -5863,9 +6110,12 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard,
     if guard.signum is not None and state.status != STATUS_INTERRUPTED:
         run.interrupted(guard.signum, None)  # it came as the run ended: no result overrides it
     _report_end(state, plan, progress)
+    closing = _closing_line(state, plan)
     if log is not None:
-        log.session_end(state, _closing_line(state, plan))
+        log.session_end(state, closing)
         progress.info("Log: %s" % log.where())
+    run.notify("session_end", state.status, state.reason, state.interrupted_during or state.finished,
+               str(state.exit_code()))
     return state
 
 
@@ -5882,6 +6132,7 @@ USAGE = """python3 rooda.py <procedure> [max_iterations] [options]
        python3 rooda.py list | info <procedure> | doctor [<procedure>]
        python3 rooda.py config [<procedure>] [--json]
        python3 rooda.py status [SESSION] [--all] [--json] [--log-dir DIR]
+       python3 rooda.py resume [SESSION] [options]
        python3 rooda.py vendor <dir> [--force]
        python3 rooda.py help | version | --help | --version"""
 DESCRIPTION = """\
@@ -5890,9 +6141,10 @@ from the procedure's observe/orient/decide/act fragments (or one prompt file) to
 fresh agent process and stops when the agent prints <promise>SUCCESS</promise>, the
 cap is reached, or too many iterations fail in a row."""
 EPILOG = """\
-exit codes: 0 completed, 1 aborted after repeated failures, 2 usage, config or
-precondition error (an agent that cannot authenticate included), 3 stuck, 4 stopped at
-a provider usage limit, 128+N interrupted by signal N (130 for Ctrl+C).
+exit codes: 0 completed, 1 aborted after repeated failures (or the agent asked for help),
+2 usage, config or precondition error (an agent that cannot authenticate or pay
+included), 3 stuck, 4 stopped by the provider (a usage limit, an outage), 128+N
+interrupted by signal N (130 for Ctrl+C).
 
 examples:
   python3 rooda.py prompt PROMPT.md 20            # the Ralph loop: one prompt file, up to 20 times
@@ -5904,6 +6156,7 @@ examples:
   python3 rooda.py build -u --done-when 'make test'   # test until green
   python3 rooda.py build -u --max-cost 20 --max-time 28800   # overnight, with budgets
   python3 rooda.py status                         # how the newest run is doing
+  python3 rooda.py resume                         # go on with it after Ctrl+C, a reboot or a limit
   python3 rooda.py config build                   # each setting and where it came from
   python3 rooda.py doctor build                   # preflight before a night alone
   python3 rooda.py vendor ~/src/myapp             # install into ~/src/myapp/.rooda/
@@ -6011,7 +6264,7 @@ def parse_args(argv: Sequence[str]) -> Any:
         options.words.append(word)
     words = options.words
     options.command, options.words = (words[0], words[1:]) if words else (None, [])
-    options.parser = parser
+    options.parser, options.argv = parser, list(argv)
     return options
 
 
@@ -6160,7 +6413,7 @@ def plan_run(options: Any, config: Config, procedure_name: str,
         procedure=procedure_name, fragments=fragments, context=_read_context(options.context, cwd),
         max_iterations=max_iterations, signals=signals, agent=agent, env=env, verbosity=verbosity,
         color=_use_color(options.color, sys.stderr), cwd=cwd, sources=sources, gates=gates,
-        log_dir=log_dir, settings=settings,
+        log_dir=log_dir, settings=settings, argv=list(getattr(options, "argv", [])),
         prompt_file=os.path.join(cwd, prompt_file) if prompt_file not in (None, "-") else None,
         prompt_text=prompt_text)
 
@@ -6221,8 +6474,9 @@ def load_config_saying_warnings(options: Any) -> Config:
 
 
 def command_run(options: Any, procedure_name: str, positional: Optional[str],
-                prompt_file: Optional[str] = None) -> int:
-    """Run a procedure's loop (or `prompt <file>`), or with --dry-run print its first prompt."""
+                prompt_file: Optional[str] = None, resumed: Optional[Dict[str, Any]] = None) -> int:
+    """Run a procedure's loop (or `prompt <file>`), or with --dry-run print its first prompt;
+    `resumed`: a session to go on with (`resume`)."""
     global _FATAL_SIGNAL
     config = load_config_saying_warnings(options)
     plan = plan_run(options, config, procedure_name, positional, prompt_file)
@@ -6251,8 +6505,8 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
     plan = plan.replace(repo=repo)
     log = None
     if plan.log_dir is not None:
-        log = SessionLog(plan.log_dir, _display_path(plan.log_dir, plan.cwd),
-                         agent_stream=plan.agent.format != "text")
+        log = SessionLog(plan.log_dir, _display_path(plan.log_dir, plan.cwd), plan.agent.format != "text",
+                         resumed["session"] if resumed else None)
     err = Outlet(sys.stderr, "stderr")
     # One writer when both are the same terminal or file: two threads would interleave the
     # agent's lines and the progress lines out of order.
@@ -6261,10 +6515,23 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
     out.on_trouble = err.on_trouble = progress.warn
     out.logged = err.logged = log is not None
     guard = SignalGuard()
+    # The run's mark, in the environment of everything it starts: the guardian finds by it
+    # what escaped a group when rooda itself was killed (SPEC 16).
+    saved = os.environ.get("ROODA_RUN")
+    os.environ["ROODA_RUN"] = "%d-%d" % (os.getpid(), time.time() * 1000)
+    _HELPERS.start_guardian(os.environ["ROODA_RUN"], plan.kill_grace)
+    awake = keep_awake_command() if plan.keep_awake else None
+    if awake:
+        _HELPERS.start(awake)  # where it fails at once (no system bus), a no-op: it is gone
     try:
         with guard:
-            state = run_loop(plan, progress, guard, log, out, err)
+            state = run_loop(plan, progress, guard, log, out, err, resumed)
     finally:
+        _HELPERS.stop()
+        if saved is None:
+            os.environ.pop("ROODA_RUN", None)
+        else:
+            os.environ["ROODA_RUN"] = saved
         if log is not None:
             log.close()
         # An interrupted run must be gone within a second, whatever its readers do.
@@ -6845,14 +7112,18 @@ def _find_session(directory: str, named: str) -> Optional[str]:
     return None
 
 
+def _log_directory(options: Any) -> str:
+    """The log directory a run from here would use, or --log-dir."""
+    if options.log_dir:
+        return os.path.join(os.getcwd(), os.path.expanduser(options.log_dir))
+    return os.path.join(ROODA_DIR, load_config(options.config).loop("log_dir"))
+
+
 def command_status(options: Any) -> int:
     """`status [SESSION] [--all] [--json] [--log-dir DIR]`: the newest session, the one
     named, or all of them, newest first."""
     cwd = os.getcwd()
-    if options.log_dir:
-        directory = os.path.join(cwd, os.path.expanduser(options.log_dir))
-    else:
-        directory = os.path.join(ROODA_DIR, load_config(options.config).loop("log_dir"))
+    directory = _log_directory(options)
     shown = _display_path(directory, cwd)
     if not os.path.isdir(directory):
         sys.stderr.write("rooda: no log directory at %s (no run has written logs there; --log-dir"
@@ -6889,6 +7160,72 @@ def command_status(options: Any) -> int:
     return 0 if summaries else 1
 
 
+def _resume_point(path: str) -> Dict[str, Any]:
+    """What a session carries over when it goes on (SPEC 16): its first event, its counted
+    iterations and failures, its consecutive failures, its usage, and the seconds its runs
+    took (not the time between them)."""
+    point: Dict[str, Any] = {"session": os.path.basename(path)[:-len(".jsonl")], "finished": 0, "failures": 0,
+                             "consecutive": 0, "usage": {}, "seconds": 0.0, "start": {}}
+    base, begun, last, ended = 0.0, None, None, None
+    with open(path, "rb") as stream:
+        for raw in stream:
+            try:
+                event = _mapping(json.loads(raw))
+                name, moment = event.get("event"), parse_iso_time(event.get("time"))
+            except (ValueError, RecursionError):
+                continue
+            if moment is None:
+                continue
+            if name in ("session_start", "session_resume"):
+                point["start"] = event if name == "session_start" else point["start"]
+                base, begun, ended = _number(event.get("seconds")) or 0.0, moment, None
+            elif name == "iteration_end" and event.get("outcome") not in (LIMITED, UNAVAILABLE,
+                                                                          OUTCOME_INTERRUPTED):
+                point["finished"] += 1
+                point["failures"] += event.get("outcome") in FAILING_OUTCOMES
+                consecutive = event.get("consecutive_failures")
+                point["consecutive"] = consecutive if isinstance(consecutive, int) else 0
+                add_usage(point["usage"], _mapping(event.get("usage")))
+            elif name == "session_end":
+                ended = event
+            last = moment
+    point["seconds"] = _number((ended or {}).get("seconds")) or base + ((last or 0) - (begun or last or 0))
+    return point
+
+
+def command_resume(options: Any) -> int:
+    """`resume [SESSION] [options]`: go on with a session that was interrupted, died, or
+    stopped for the provider, where it was (SPEC 16); options given override its own."""
+    directory = _log_directory(options)
+    named = options.words[0] if options.words else None
+    sessions = [_find_session(directory, named)] if named else sorted(
+        _session_files(directory), key=lambda path: (_session_start(path), path), reverse=True)[:1]
+    if not sessions or sessions[0] is None:
+        raise UsageError("no such session: %s" % named if named else "no session to resume in %s"
+                         % _display_path(directory, os.getcwd()))
+    summary = summarize_session(sessions[0])
+    shown = os.path.basename(sessions[0])
+    if summary["state"] in (RUN_RUNNING, RUN_STOPPED):
+        raise UsageError("%s is still running (pid %s); `status` says what it does" % (shown, summary["pid"]))
+    if summary["state"] == RUN_ENDED and summary["status"] not in (
+            STATUS_INTERRUPTED, STATUS_LIMITED, STATUS_UNAVAILABLE):
+        raise UsageError("%s ended %s, nothing to resume (%s); start a new run instead" % (
+            shown, summary["status"], summary["reason"]))
+    point = _resume_point(sessions[0])
+    argv = [str(word) for word in _list(point["start"].get("argv"))]
+    if not argv:
+        raise UsageError("%s does not say how it was started (rooda before 0.3 wrote it); start a new run"
+                         " instead" % shown)
+    own = [word for word in options.argv if word not in ("resume", named)]
+    again = parse_args(argv + own + ["--log-dir", directory])
+    again.argv = argv  # (what the session was started with: a later resume starts from it again)
+    words = again.words if again.command != "run" else again.words[1:]
+    procedure = again.command if again.command != "run" else again.words[0]
+    if procedure == "prompt":
+        return command_run(again, "prompt", words[1] if len(words) > 1 else None, words[0], point)
+    return command_run(again, procedure, words[0] if words else None, None, point)
+
+
 # The commands and their word counts: (fewest, most, usage). Anything else is a procedure.
 COMMAND_WORDS = {
     "list": (0, 0, "list"),
@@ -6897,6 +7234,7 @@ COMMAND_WORDS = {
     "doctor": (0, 1, "doctor [<procedure>]"),
     "vendor": (1, 1, "vendor <dir> [--force]"),
     "status": (0, 1, "status [SESSION] [--all] [--json] [--log-dir DIR]"),
+    "resume": (0, 1, "resume [SESSION] [options]"),
     "prompt": (1, 2, "prompt <file|-> [max_iterations] [options]"),
     "run": (1, 2, "run <procedure> [max_iterations] [options]"),
 }
@@ -6937,6 +7275,8 @@ def dispatch(options: Any) -> int:
         return command_vendor(options, words[0])
     if command == "status":
         return command_status(options)
+    if command == "resume":
+        return command_resume(options)
     if command == "prompt":
         return command_run(options, "prompt", words[1] if len(words) > 1 else None, prompt_file=words[0])
     if command == "run":

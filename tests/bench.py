@@ -394,6 +394,7 @@ def row_signal(rounds, work):
         time.sleep(0.05)  # let the agent settle into its sleep
         children = [int(p) for p in open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)).read().split()] \
             if os.path.exists("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) else []
+        children = [p for p in children if os.getsid(p) != os.getsid(proc.pid)]  # the agent, not rooda's helpers
         started = time.perf_counter()
         proc.send_signal(signal.SIGINT)
         proc.wait()

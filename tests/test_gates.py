@@ -214,7 +214,7 @@ def test_git_commit_makes_one_commit_per_changing_iteration(workspace, agent, ca
                  {"actions": [{"write_file": "c.txt", "text": "c"}], "exit": 1})
     code, _, err = run_main(capfd, "p", "-n", "4", "--ai-cmd", agent.cmd, "--log-dir", "logs")
     assert code == 0, err
-    assert commits(workspace) == ["p: iteration 3", "p: iteration 1", "config", "initial"]
+    assert commits(workspace) == ["p 3: iteration 3", "p 1: iteration 1", "config", "initial"]
     tracked = git(workspace, "ls-files").split()
     assert "a.txt" in tracked and "b.txt" in tracked
     assert not any(path.startswith("logs/") for path in tracked), "the log directory was committed"
@@ -253,7 +253,7 @@ def test_git_push_creates_the_upstream_then_pushes(workspace, agent, capfd, tmp_
     assert code == 0, err
     remote_log = subprocess.run(["git", "--git-dir", str(remote), "log", "--format=%s", "main"],
                                 stdout=subprocess.PIPE, check=True).stdout.decode().splitlines()
-    assert remote_log[:2] == ["p: iteration 2", "p: iteration 1"]
+    assert remote_log[:2] == ["p 2: iteration 2", "p 1: iteration 1"]
     assert git(workspace, "rev-parse", "--abbrev-ref", "@{u}").strip() == "origin/main"
 
 
@@ -357,7 +357,7 @@ def test_prompt_takes_gates_from_the_loop_settings_and_writes_logs(workspace, ag
     code, _, err = run_main(capfd, "prompt", "PROMPT.md", "4", "--ai-cmd", agent.cmd, "--log-dir", logs)
     assert code == 0 and agent.calls == 2, err
     assert "Iteration 1/4 completed in D (failure, consecutive: 1/3)" in progress_lines(err)
-    assert commits(workspace)[0] == "prompt: iteration 2"
+    assert commits(workspace)[0] == "prompt 2: done"  # the agent's last line, its marker left out
     jsonl = [name for name in os.listdir(str(logs)) if name.endswith(".jsonl")][0]
     start = json.loads((logs / jsonl).read_text().splitlines()[0])
     assert start["procedure"] == "prompt" and start["max_iterations"] == 4

@@ -52,7 +52,7 @@ def test_commits_in_the_vendored_layout_with_its_ignored_log_directory(tmp_path,
     done = run_vendored(project, agent, "-n", "5")
     err = done.stderr.decode()
     assert done.returncode == 0, err
-    assert commits(project)[:3] == ["p: iteration 3", "p: iteration 2", "p: iteration 1"]
+    assert commits(project)[:3] == ["p 3: done", "p 2: iteration 2", "p 1: iteration 1"]
     assert "Stuck" not in err and "WARNING" not in err
     assert os.listdir(str(project / ".rooda" / "logs")), "the logs went elsewhere"
     assert not [path for path in tracked(project) if path.startswith(".rooda/logs")]
@@ -84,7 +84,7 @@ def test_log_dir_dot_in_a_sub_directory_project_commits_the_project(tmp_path, ag
     done = run_rooda("p", "-n", "2", "--ai-cmd", agent.cmd, "--log-dir", ".", cwd=str(project),
                      env=agent.env)
     assert done.returncode == 0, done.stderr
-    assert commits(repo)[:2] == ["p: iteration 2", "p: iteration 1"]
+    assert commits(repo)[:2] == ["p 2: iteration 2", "p 1: iteration 1"]
     files = tracked(repo)
     assert "services/api/handler.py" in files
     assert not [path for path in files if "/session-" in path]
@@ -166,11 +166,11 @@ def test_a_failing_hooks_report_reaches_the_log_verbose_output_and_the_warning(w
     agent.script(writes("a.txt", "a"))
     logs = tmp_path / "hook-logs"
     code, out, err = run_main(capfd, "p", "-n", "1", "-v", "--ai-cmd", agent.cmd, "--log-dir", logs)
-    assert "ruff: src/app.py:3:1: F401 unused import" in err.split("WARNING")[0]  # verbose
+    assert "ruff: src/app.py:3:1: F401 unused import" in err.split("WARNING: iteration")[0]  # verbose
     assert "WARNING: iteration 1: git commit failed: ruff: src/app.py:3:1: F401 unused import" in err
     log = [name for name in os.listdir(str(logs)) if name.endswith(".log")][0]
     text = (logs / log).read_text()
-    assert "--- git: git commit -q -m p: iteration 1 ---" in text
+    assert "--- git: git commit -q -m p 1: iteration 1 -m Rooda-Session: session-" in text
     assert "ruff: src/app.py:3:1: F401 unused import" in text
 
 
@@ -237,7 +237,7 @@ def test_a_push_that_failed_once_is_retried_at_the_next_successful_iteration(wor
     assert "git push failed: " in err
     remote_log = subprocess.run(["git", "--git-dir", str(remote), "log", "--format=%s", "main"],
                                 stdout=subprocess.PIPE, check=True).stdout.decode().splitlines()
-    assert remote_log[0] == "p: iteration 1"
+    assert remote_log[0] == "p 1: iteration 1"
 
 
 # --- 7. git under the run's signals and timeout ---------------------------------------

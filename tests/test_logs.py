@@ -13,7 +13,7 @@ from conftest import interrupt, run_main, start_rooda, write_config
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 EVENT_FIELDS = {
     "session_start": {"version", "procedure", "agent", "max_iterations", "failure_threshold",
-                      "cwd", "pid", "log"},
+                      "cwd", "pid", "log", "argv"},
     "iteration_start": {"iteration", "prompt_sha256", "prompt_bytes", "fragments"},
     "gate": {"gate", "command", "exit_code", "seconds"},
     "iteration_end": {"iteration", "seconds", "exit_code", "signal", "signals", "outcome",

@@ -371,7 +371,8 @@ def test_ctrl_z_stops_the_agents_group_and_the_time_stopped_counts_toward_no_tim
                             cwd=str(workspace), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert wait_until(ready.exists, timeout=20)
-        agent_pid = [int(p) for p in open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)).read().split()][0]
+        children = [int(p) for p in open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)).read().split()]
+        [agent_pid] = [p for p in children if os.getsid(p) != os.getsid(proc.pid)]  # (not rooda's helpers)
         proc.send_signal(signal.SIGTSTP)  # what Ctrl+Z sends to the foreground job
         assert wait_until(lambda: process_state(proc.pid) == "T" and process_state(agent_pid) == "T")
         time.sleep(3)  # stopped for longer than the idle timeout: that is the scenario
