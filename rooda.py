@@ -264,7 +264,6 @@ def iso_time(moment: Optional[float] = None) -> str:
 def parse_iso_time(text: object) -> Optional[float]:
     """The epoch of an iso_time text (read back from a .jsonl), or None."""
     import calendar
-
     if not isinstance(text, str):
         return None
     try:
@@ -296,7 +295,6 @@ def backoff_delay(delay: float, backoff: float, failures: int) -> float:
 def closest(word: str, choices: Iterable[str]) -> Optional[str]:
     """The choice closest to word when one is close enough (difflib), else None."""
     import difflib
-
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return close[0] if close else None
 
@@ -1204,7 +1202,6 @@ def _tool_detail(arguments: object) -> str:
 def _unwrap_shell(command: object) -> str:
     """`/bin/bash -lc "pytest -q"` as `pytest -q`: the script, not its wrapper."""
     import shlex
-
     if isinstance(command, list):
         argv = [str(part) for part in command]
     elif isinstance(command, str):
@@ -2548,14 +2545,12 @@ class AgentCommand(Record):
 
     def display(self) -> str:
         import shlex
-
         return " ".join(shlex.quote(part) if part not in (PROMPT_FILE_TOKEN, PROMPT_TOKEN)
                         else part for part in self.argv)
 
 
 def _split_command(command: str, origin: str) -> List[str]:
     import shlex
-
     try:
         argv = shlex.split(command)
     except ValueError as exc:
@@ -2567,7 +2562,6 @@ def _split_command(command: str, origin: str) -> List[str]:
 
 def _which(program: str) -> Optional[str]:
     import shutil
-
     return shutil.which(program)
 
 
@@ -2901,7 +2895,6 @@ class SignalGuard:
         """Sleep up to `seconds`, returning early on an interrupting signal; Ctrl+Z stops
         rooda meanwhile, and the ticker fires on its schedule."""
         import selectors
-
         deadline = time.monotonic() + seconds
         with selectors.DefaultSelector() as selector:
             if self.wake_fd is not None:
@@ -2957,7 +2950,6 @@ def become_subreaper() -> bool:
         if sys.platform.startswith("linux") and os.environ.get("ROODA_NO_SUBREAPER") != "1":
             try:
                 import ctypes
-
                 libc = ctypes.CDLL(None, use_errno=True)
                 _SUBREAPER = libc.prctl(36, 1, 0, 0, 0) == 0  # 36: PR_SET_CHILD_SUBREAPER
             except (OSError, AttributeError):
@@ -3140,7 +3132,6 @@ def _spawn(argv: List[str], use_stdin: bool, env: Optional[Dict[str, str]],
             child = _Child(pid)
         else:
             import subprocess
-
             popen = subprocess.Popen(argv, stdin=stdin_read, stdout=out_write, stderr=err_write,
                                      cwd=cwd, env=env, start_new_session=os.name != "nt",
                                      creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0))
@@ -3162,7 +3153,6 @@ class _SelectorPump:
     def __init__(self, stdin_fd: Optional[int], out_fd: int, err_fd: int, prompt: bytes,
                  guard: Optional[SignalGuard]) -> None:
         import selectors
-
         self.events = selectors
         self.selector = selectors.DefaultSelector()
         self.guard = guard
@@ -3172,7 +3162,6 @@ class _SelectorPump:
             if PIPE_BUFFER_BYTES:
                 try:  # a larger pipe lets a fast agent go on writing while we pass it on
                     import fcntl
-
                     fcntl.fcntl(fd, 1031, PIPE_BUFFER_BYTES)  # F_SETPIPE_SZ (Linux)
                 except (ImportError, OSError):
                     pass
@@ -3258,7 +3247,6 @@ class _ThreadPump:
                  guard: Optional[SignalGuard]) -> None:
         import queue
         import threading
-
         # Bounded, so that a fast agent waits for us (backpressure) instead of filling
         # memory: at most 2 x READS_PER_WAKEUP chunks in flight.
         self.queue: "queue.Queue[Tuple[str, bytes]]" = queue.Queue(maxsize=2 * READS_PER_WAKEUP)
@@ -3373,7 +3361,6 @@ class _Helpers:
 
     def start(self, argv: List[str]) -> Any:
         import subprocess
-
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL, bufsize=0, preexec_fn=os.setpgrp)
@@ -3637,7 +3624,6 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
     use_stdin = not any(PROMPT_FILE_TOKEN in part or PROMPT_TOKEN in part for part in argv)
     if any(PROMPT_FILE_TOKEN in part for part in argv):
         import tempfile
-
         handle, prompt_path = tempfile.mkstemp(prefix="rooda-prompt-", suffix=".md")
         with os.fdopen(handle, "wb") as stream:
             stream.write(prompt_bytes)
@@ -4294,14 +4280,12 @@ def _time_zone(name: Optional[str]) -> Any:
     """The zone a CLI named for its reset time; None for local time (also where this
     Python has no zoneinfo, 3.8, or does not know the name)."""
     import datetime
-
     if not name:
         return None
     if name.strip().upper() in ("UTC", "GMT", "Z"):
         return datetime.timezone.utc
     try:
         import zoneinfo  # type: ignore[import-not-found]
-
         return zoneinfo.ZoneInfo(name.strip())
     except Exception:  # ImportError on 3.8, an unknown or malformed name
         return None
@@ -4314,7 +4298,6 @@ def parse_reset_time(message: str, now: float) -> Optional[float]:
     night clocks go back, the repeated hour's second pass counts); one up to 5 minutes
     past is this minute."""
     import datetime
-
     relative = re.search(r"try again in (\d+(?:\.\d+)?)\s*(s|sec|seconds?|m|min|minutes?|h|hours?)\b",
                          message, re.IGNORECASE)
     if relative:
@@ -4550,7 +4533,6 @@ def error_fingerprint(output: bytes) -> str:
     hex ids, timestamps and temporary paths masked, blanks collapsed."""
     import hashlib
     import tempfile
-
     text = output[-4 * FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace")  # masks shorten it
     text = re.sub(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?(\.\d+)?(Z|[+-]\d\d:?\d\d)?", "<time>", text)
     text = re.sub(r"\b\d\d?:\d\d(:\d\d)?(\.\d+)?\b", "<time>", text)
@@ -4749,7 +4731,6 @@ def worktree_fingerprint(run_git: "Callable[..., GitResult]", repo: GitRepositor
     (None, git's message) when git failed: never "unchanged" by mistake."""
     import shutil
     import tempfile
-
     head = read_head(repo) or "-"
     handle, scratch = tempfile.mkstemp(prefix="rooda-index-")
     os.close(handle)
@@ -4972,7 +4953,6 @@ class SessionLog:
 
     def iteration_start(self, number: int, procedure: str, prompt: str, fragments: List[str]) -> None:
         import hashlib
-
         data = prompt.encode("utf-8")
         self.text("%s\nITERATION %d\n%s\nProcedure: %s\nStart Time: %s\n%s\n" % (
             RULE, number, RULE, procedure, local_time(), THIN_RULE))
@@ -5047,7 +5027,6 @@ class Outlet:
 
     def __init__(self, stream: TextIO, name: str) -> None:
         import threading
-
         self.stream, self.name = stream, name
         try:
             stream.flush()
@@ -5098,7 +5077,6 @@ class Outlet:
                 self.size += len(data)
                 if self.thread is None:
                     import threading
-
                     self.thread = threading.Thread(target=self._drain, daemon=True)
                     self.thread.start()
                 self.lock.notify()
@@ -5122,7 +5100,6 @@ class Outlet:
                         view = view[os.write(self.fd, view):]
                     except BlockingIOError:  # a parent made the pipe non-blocking: wait
                         import select
-
                         select.select([], [self.fd], [], 1.0)
             except OSError as exc:
                 error = exc
@@ -5207,7 +5184,6 @@ class Progress:
     def __init__(self, err: Outlet, verbosity: int = NORMAL, color: bool = False,
                  heartbeat: float = 0, ticking: bool = False) -> None:
         import threading
-
         self.err, self.verbosity, self.color = err, verbosity, color
         # A terminal that can erase a line; TERM=dumb (or none) is treated as no terminal.
         terminal = err.tty and os.environ.get("TERM", "dumb") != "dumb"
@@ -6610,7 +6586,6 @@ def command_list(options: Any) -> int:
 
 def _wrap(text: str, indent: str = "  ") -> str:
     import textwrap
-
     return textwrap.fill(" ".join(text.split()), 88, initial_indent=indent, subsequent_indent=indent)
 
 
@@ -6654,6 +6629,70 @@ def command_info(options: Any, name: str) -> int:
     return 0
 
 
+def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan: Optional[RunPlan],
+                  cwd: str) -> None:
+    """doctor's checks of the agent: its program, its CLI's known pitfalls, its credentials
+    and who pays with them (SPEC 16), and what max_cost can do with it."""
+    try:
+        check_agent_program(agent)
+        report("ok", "agent: %s (%s)" % (agent.display(), agent.source))
+    except RoodaError as exc:
+        report("error", "agent: %s" % exc)
+    env = dict(os.environ, **agent.env)
+    cli = PRESETS.get(agent.preset or os.path.basename(agent.argv[0]))
+    if cli is None:
+        return
+    in_repo = find_repository(cwd)[0] is not None
+    verified = plan is not None and plan.gates.verify
+    for level, applies, message in cli.pitfalls:
+        if applies(agent.argv, env, in_repo) and not (verified and "`verify`" in message):
+            report(level, "agent: " + message)
+    pairs = [pair.partition("=")[::2] for pair in cli.credentials.split("; ") if pair]
+    found = [(where, who) for where, who in pairs
+             if (os.path.exists(os.path.expanduser(where)) if where.startswith("~") else env.get(where))]
+    if found:
+        report("ok", "credentials: %s: %s pays" % (found[0][0], found[0][1]))
+    elif cli.credentials:
+        report("warning", "credentials: none of %s found; %s needs %s%s" % (
+            ", ".join(where for where, _ in pairs), cli.name, cli.login,
+            " (on macOS a login kept in the keychain is not seen here)" if sys.platform == "darwin" else ""))
+    if plan is not None and plan.max_cost is not None:
+        if not (OUTPUT_FORMATS.get(agent.format) or AgentFormat(decode=str)).reports_cost:
+            report("warning", "max_cost: the agent's output (%s format) reports no cost, so the budget"
+                              " cannot be enforced; set --max-time as well" % agent.format)
+        elif not cli.budget_flag:
+            report("warning", "max_cost: %s has no spending cap of its own; the budget is checked between"
+                              " iterations, so one iteration can spend past it" % cli.name)
+
+
+def _doctor_git(report: Callable[[str, str], None], plan: RunPlan, cwd: str) -> None:
+    """doctor's checks of git: the repository the gates need, who commits, where a push
+    goes, and what the first commit would sweep in."""
+    gates = plan.gates
+    repo, why = find_repository(cwd)
+    if not gates.need_git():
+        report("warning" if why else "ok", "git: %s" % (
+            "%s (no gate needs git; the logs will not record HEAD)" % why if why else
+            "repository %s" % repo.top if repo else "not a repository (no gate needs one)"))
+        return
+    if repo is None:
+        report("error", "git: the procedure's git gates need a git repository; %s" % (
+            why or "%s is not in one (run 'git init')" % cwd))
+        return
+    user = git(["config", "user.name"], cwd).out.strip()
+    report("ok" if user else "error", "git: repository %s, committing as %s" % (repo.top, user) if user else
+           "git: user.name is not set, so commits fail; git config user.name 'Your Name'")
+    if gates.push:
+        remote = git(["remote", "-v"], cwd).out.split()
+        report("ok" if remote else "error", "git: pushing to %s (%s)" % tuple(remote[:2]) if remote else
+               "git: git.push is on but the repository has no remote")
+    if gates.commit:
+        untracked = untracked_files(lambda args, env=None: git(args, cwd), repo, plan.log_dir)
+        if untracked:
+            report("warning", "git: these untracked files would be committed with the agent's work: %s"
+                              % ", ".join(untracked[:10]))
+
+
 def command_doctor(options: Any, name: Optional[str]) -> int:
     """`doctor [procedure]`: the preflight checks, one line each; exit 2 on any error."""
     lines: List[Tuple[str, str]] = []
@@ -6663,56 +6702,38 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
 
     cwd = os.getcwd()
     try:
-        config = load_config(options.config)
+        config: Optional[Config] = load_config(options.config)
     except ConfigError as exc:
         for line in exc.lines():
             report("error", "config: " + line)
         config = None
+    plan = None
     if config is not None:
-        files = ", ".join("%s %s" % pair for pair in config.files) or "built-in only"
-        report("ok", "config: valid (%s)" % files)
+        report("ok", "config: valid (%s)" % (", ".join("%s %s" % pair for pair in config.files) or
+                                             "built-in"))
         for warning in config.warnings:
             report("warning", "config: " + warning.replace(": warning: ", ": ", 1))
-    plan = None
-    if config is not None and name is not None:
         try:
-            plan = plan_run(options, config, name, None)
+            plan = plan_run(options, config, name, None) if name is not None else None
         except RoodaError as exc:
             report("error", "procedure %s: %s" % (name, exc))
     if plan is not None:
-        for phase in PHASES:
-            try:
-                read_fragments(plan.fragments[phase], phase)
-            except RoodaError as exc:
-                report("error", "procedure %s: %s" % (name, exc))
-                break
-        else:
-            report("ok", "procedure %s: %d fragments readable"
-                   % (name, sum(len(plan.fragments[p]) for p in PHASES)))
+        try:
+            count = sum(len(read_fragments(plan.fragments[phase], phase)) for phase in PHASES)
+            report("ok", "procedure %s: %d fragments readable" % (name, count))
             bare = bare_signal_lines(plan)
             if bare:
                 report("warning", "prompt: a promise marker alone on a line (%s): an agent that"
                                   " echoes its prompt would read as done; put it inside a sentence" % bare)
+        except RoodaError as exc:
+            report("error", "procedure %s: %s" % (name, exc))
     agent = plan.agent if plan is not None else (
         resolve_agent(config, None, options.ai_cmd, options.ai_cmd_alias, options.ai_format)
-        if config is not None else None)
-    if config is not None:
-        if agent is None:
-            report("error", str(no_agent_error()))
-        else:
-            try:
-                check_agent_program(agent)
-                report("ok", "agent: %s (%s)" % (agent.display(), agent.source))
-            except RoodaError as exc:
-                report("error", "agent: %s" % exc)
-            env = dict(os.environ)
-            env.update(agent.env)
-            preset = agent.preset or os.path.basename(agent.argv[0])
-            cli = PRESETS.get(preset)
-            in_repo = find_repository(cwd)[0] is not None
-            for level, applies, message in cli.pitfalls if cli is not None else ():
-                if applies(agent.argv, env, in_repo):
-                    report(level, "agent: " + message)
+        if config else None)
+    if config is not None and agent is None:
+        report("error", str(no_agent_error()))
+    elif agent is not None:
+        _doctor_agent(report, agent, plan, cwd)
     if plan is not None:
         if plan.iteration_timeout is None and plan.idle_timeout is None:
             report("warning", "no iteration timeout: an agent that hangs (network retries, a login"
@@ -6724,37 +6745,24 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
                   " it" % (preset, better) if better != "text" else "prefer --timeout"
             report("warning", "idle timeout with a text agent: some CLIs (claude -p among them) print"
                               " nothing until they finish, so a busy iteration looks idle; " + fix)
-        gates = plan.gates
-        repo, why = find_repository(cwd)
-        if gates.need_git():
-            if repo is None:
-                report("error", "git: the procedure's git gates need a git repository; %s" % (
-                    why or "%s is not in one (run 'git init')" % cwd))
-            else:
-                user = git(["config", "user.name"], cwd).out.strip()
-                if not user:
-                    report("error", "git: user.name is not set, so commits fail; git config user.name"
-                                    " 'Your Name'")
-                else:
-                    report("ok", "git: repository %s, committing as %s" % (repo.top, user))
-                if gates.push and not git(["remote"], cwd).out.split():
-                    report("error", "git: git.push is on but the repository has no remote")
-        elif why:
-            report("warning", "git: %s (no gate needs git; the logs will not record HEAD)" % why)
-        else:
-            report("ok", "git: %s" % ("repository %s" % repo.top if repo else
-                                      "not a repository (no gate needs one)"))
-        for path in gates.requires:
+        _doctor_git(report, plan, cwd)
+        for path in plan.gates.requires:
             if not os.path.exists(os.path.join(cwd, path)):
                 report("warning", "requires %s, which is missing%s" % (
-                    path, "; " + gates.requires_hint if gates.requires_hint else ""))
+                    path, "; " + plan.gates.requires_hint if plan.gates.requires_hint else ""))
+        awake = keep_awake_command() if plan.keep_awake else None
+        works = awake is not None and _works(awake)
+        report("ok" if works or not plan.keep_awake else "warning", "keep-awake: " + (
+            "off (keep_awake: false)" if not plan.keep_awake else
+            "%s holds off sleep while a run goes on" % awake[0] if awake and works else
+            "unavailable (%s); keep the machine awake some other way" % ("%s does not work here" % awake[0]
+                                                                         if awake else "no systemd-inhibit")))
         if plan.log_dir is None:
             report("ok", "logs: off (--no-log)")
         else:
             shown = _display_path(plan.log_dir, cwd)
             try:
                 import tempfile
-
                 os.makedirs(plan.log_dir, exist_ok=True)
                 tempfile.TemporaryFile(dir=plan.log_dir).close()
                 report("ok", "logs: %s is writable" % shown)
@@ -6766,6 +6774,18 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
     return 2 if any(level == "error" for level, _ in lines) else 0
 
 
+def _works(argv: List[str]) -> bool:
+    """Whether a keep-awake command holds at all here (systemd-inhibit fails at once
+    without a system bus): run it around `true`."""
+    import subprocess
+    check = argv[:-1] + ["true"] if argv[0] == "systemd-inhibit" else ["caffeinate", "-i", "true"]
+    try:
+        done = subprocess.run(check, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+        return done.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 # What `vendor` copies: the vendoring unit of SPEC 1.
 VENDOR_DIR = ".rooda"
 VENDOR_MANIFEST = "manifest.json"
@@ -6773,7 +6793,6 @@ VENDOR_MANIFEST = "manifest.json"
 
 def _sha256(path: str) -> str:
     import hashlib
-
     with open(path, "rb") as stream:
         return hashlib.sha256(stream.read()).hexdigest()
 
@@ -6790,7 +6809,6 @@ def _vendored_files() -> List[str]:
 def command_vendor(options: Any, directory: str) -> int:
     """`vendor <dir>`: install rooda into <dir>/.rooda/, refusing to overwrite edits."""
     import shutil
-
     target = os.path.join(os.path.abspath(directory), VENDOR_DIR)
     shown = os.path.join(directory, VENDOR_DIR)
     if not os.path.isdir(os.path.abspath(directory)):

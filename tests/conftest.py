@@ -102,6 +102,21 @@ def agent(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def fake_inhibit(tmp_path, monkeypatch):
+    """A systemd-inhibit on PATH that works: it records its pid and arguments in the file
+    returned, then becomes the command it holds the inhibitor for."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    record = tmp_path / "inhibit-calls"
+    script = bin_dir / "systemd-inhibit"
+    script.write_text('#!/bin/sh\necho "$$ $*" >> %s\nwhile [ "${1#--}" != "$1" ]; do shift; done\n'
+                      'exec "$@"\n' % record)
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s%s%s" % (bin_dir, os.pathsep, os.environ["PATH"]))
+    return record
+
+
+@pytest.fixture
 def workspace(tmp_path, monkeypatch):
     """An empty project directory as the current directory."""
     project = tmp_path / "project"
