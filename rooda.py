@@ -80,15 +80,10 @@ PHASES = ("observe", "orient", "decide", "act")
 # Words that are commands, so no procedure may take them.
 RESERVED_WORDS = ("run", "prompt", "list", "info", "config", "doctor", "vendor", "status", "resume",
                   "help", "version")
-# Iteration outcomes (SPEC 5, the outcome matrix).
-SUCCESS = "success"
-COMPLETED = "completed"
-FAILURE = "failure"
-TIMEOUT = "timeout"
-REJECTED = "rejected"
-LIMITED = "limited"             # a provider usage or rate limit: waited out, run again
-UNAVAILABLE = "unavailable"     # a provider outage: waited out, run again
-OUTCOME_INTERRUPTED = "interrupted"  # (the .jsonl's word for an iteration a signal ended)
+# Iteration outcomes (SPEC 5, the outcome matrix): a provider's limit or outage is
+# waited out and the iteration runs again; a signal ends one as interrupted.
+SUCCESS, COMPLETED, FAILURE, TIMEOUT, REJECTED = "success", "completed", "failure", "timeout", "rejected"
+LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED = "limited", "unavailable", "interrupted"
 # Outcomes that count as a failure towards the threshold and get `, consecutive: x/y`.
 FAILING_OUTCOMES = (FAILURE, TIMEOUT, REJECTED)
 # Why an iteration did not succeed (SPEC 15), in the order in which the first that
@@ -99,16 +94,10 @@ CAUSE_TIMEOUT, CAUSE_AGENT, CAUSE_ERROR = "timeout", "agent", "error"
 CAUSE_VERIFY, CAUSE_GIT, CAUSE_EXIT = "verify", "git", "exit"
 PROVIDER_CAUSES = (CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE)
 # How a run ended (the .jsonl's session_end.status); STOPS gives each its exit code.
-STATUS_COMPLETED = "completed"
-STATUS_ABORTED = "aborted"
-STATUS_STUCK = "stuck"
-STATUS_INTERRUPTED = "interrupted"
-STATUS_ERROR = "error"
-STATUS_LIMITED = "limited"
-STATUS_UNAVAILABLE = "unavailable"
+STATUS_COMPLETED, STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR = "completed", "aborted", "stuck", "error"
+STATUS_INTERRUPTED, STATUS_LIMITED, STATUS_UNAVAILABLE = "interrupted", "limited", "unavailable"
 # Signal kinds, as they appear in the jsonl log and the iteration records.
-SIGNAL_SUCCESS = "SUCCESS"
-SIGNAL_FAILURE = "FAILURE"
+SIGNAL_SUCCESS, SIGNAL_FAILURE = "SUCCESS", "FAILURE"
 # Bytes per os.read of the agent's pipes and per os.write of the prompt.
 READ_SIZE = 65536
 # Reads of one pipe per wake-up of the selector, at most (a burst of output).
@@ -2715,7 +2704,7 @@ def assemble_prompt(phases: Dict[str, List[str]], context: Sequence[str] = (),
     return "\n\n".join(parts) + "\n"
 
 
-def describe_previous(previous: "IterationRecord", markers: Sequence[str]) -> str:
+def describe_previous(previous: "_Attempt", markers: Sequence[str]) -> str:
     """The PREVIOUS ITERATION section for a failed iteration (SPEC 15): how it ended and
     why, the agent's own explanation when it gave one, then the tail of the output that
     says most (the verifier's when it failed, else the agent's).
@@ -2723,12 +2712,12 @@ def describe_previous(previous: "IterationRecord", markers: Sequence[str]) -> st
     The quoted output has its signal strings replaced by a mention, so that an agent
     that echoes the section back does not repeat the previous iteration's claim.
     """
-    text = previous.tail[-FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace")
+    text = previous.feedback[-FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace")
     for marker in markers:
         text = text.replace(marker, "[signal %s]" % marker.replace("<", "").replace(">", " ").split()[-1])
     text = text.strip("\n")
     head = "Iteration %d ended in %s (exit code %d)." % (
-        previous.iteration, previous.outcome, previous.exit_code)
+        previous.number, previous.outcome, previous.result.exit_code if previous.result else 0)
     if previous.reason:
         head += "\nWhy: %s: %s" % previous.reason
         if previous.explanation and previous.reason[0] != CAUSE_AGENT:
@@ -2745,7 +2734,7 @@ def signal_markers(signals: Mapping[str, Sequence[str]]) -> List[str]:
     return [marker for markers in signals.values() for marker in markers]
 
 
-def build_prompt(plan: RunPlan, previous: Optional[IterationRecord]) -> str:
+def build_prompt(plan: RunPlan, previous: Optional["_Attempt"]) -> str:
     """The prompt of the next iteration, with fragments read afresh."""
     if plan.prompt_file is not None or plan.prompt_text is not None:
         # The Ralph loop `cat PROMPT.md | agent`: the file as it is now, every iteration.
@@ -3064,6 +3053,7 @@ class AgentResult(Record):
     timed_out: Optional[str] = None  # "timeout" | "idle"
     interrupted: Optional[int] = None  # the signal (to rooda) that interrupted the run
     seconds: float = 0.0
+    output: bytes = b""             # a gate's last 8 KiB
 
 
 class _Child:
@@ -4501,31 +4491,17 @@ class Gates(Record):
         return bool(self.commit or self.push or self.no_change)
 
 
-class GateResult(Record):
-    """One run of a gate command."""
-
-    gate: str
-    command: str
-    exit_code: int
-    killed_by: Optional[str]        # the name of the POSIX signal that killed it
-    seconds: float
-    output: bytes                   # its last 8 KiB
-    timed_out: bool
-    interrupted: Optional[int]
-
-
-def run_gate(gate: str, command: str, *, cwd: str, guard: Optional[SignalGuard], timeout: float,
-             kill_grace: float, on_output: Optional[Callable[[bytes], None]] = None,
+def run_gate(command: str, *, cwd: str, guard: Optional[SignalGuard], limits: Limits,
+             on_output: Optional[Callable[[bytes], None]] = None,
              on_stderr: Optional[Callable[[bytes], None]] = None,
-             ticker: Optional[Ticker] = None) -> GateResult:
-    """Run a gate command with `sh -c` in the working directory, stdin empty."""
+             ticker: Optional[Ticker] = None) -> AgentResult:
+    """Run a gate command with `sh -c` in the working directory, stdin empty; the result
+    keeps the last 8 KiB of its output."""
     tail = _Tail(FEEDBACK_TAIL_BYTES * 4)
-    result = run_agent(["sh", "-c", command], "", env=None, cwd=cwd, guard=guard,
+    result = run_agent(["sh", "-c", command], "", env=None, cwd=cwd, guard=guard, limits=limits,
                        on_stdout=_tee(tail, on_output), on_stderr=_tee(tail, on_stderr or on_output),
-                       limits=Limits(timeout=timeout, grace=kill_grace), ticker=ticker)
-    return GateResult(gate=gate, command=command, exit_code=result.exit_code,
-                      killed_by=result.killed_by, seconds=result.seconds, output=tail.bytes(),
-                      timed_out=result.timed_out is not None, interrupted=result.interrupted)
+                       ticker=ticker)
+    return result.replace(output=tail.bytes())
 
 
 def error_fingerprint(output: bytes) -> str:
@@ -5323,18 +5299,6 @@ class RunPlan(Record):
         return settings[name]
 
 
-class IterationRecord(Record):
-    """One finished iteration: what the next prompt's PREVIOUS ITERATION section needs."""
-
-    iteration: int
-    outcome: str
-    exit_code: int
-    tail: bytes
-    source: str                     # whose output the tail is: the agent's, the verifier's
-    reason: Optional[Tuple[str, str]] = None  # its cause in words: ("agent", "<explanation>")
-    explanation: str = ""           # the agent's own, when it signalled FAILURE
-
-
 class LoopState:
     """The loop's mutable state: counters, the stop, and what the next iteration needs."""
 
@@ -5346,7 +5310,7 @@ class LoopState:
         self.started_wall = time.time()
         self.stop: Optional[str] = None     # how the run stopped: a key of STOPS
         self.reason = ""                    # why, in words (the log summary, session_end)
-        self.previous: Optional[IterationRecord] = None
+        self.previous: Optional[_Attempt] = None  # the last iteration counted
         self.interrupted_by: Optional[int] = None
         self.interrupted_during: Optional[int] = None
         self.same_error = 0                 # consecutive failures with one fingerprint
@@ -5386,7 +5350,7 @@ class _Attempt:
         self.result: Optional[AgentResult] = None
         self.report: Optional[StreamReport] = None
         self.trouble: Optional[ProviderTrouble] = None
-        self.check: Optional[GateResult] = None     # verify's run
+        self.check: Optional[AgentResult] = None    # verify's run
         self.verified: Optional[bool] = None
         self.git_problem: Optional[str] = None
         self.outcome = ""
@@ -5440,7 +5404,7 @@ class _Run:
 
     # -- gates, git and waits -------------------------------------------------------------
 
-    def gate(self, gate: str, command: str) -> GateResult:
+    def gate(self, gate: str, command: str) -> AgentResult:
         """Run a gate, showing its output in verbose mode and logging it; announced when
         it takes long or fails (SPEC 5 rev 2)."""
         plan = self.plan
@@ -5448,10 +5412,10 @@ class _Run:
             self.log.gate_start(gate, command)
         ticker = self.step_under_way("%s: %s" % (gate, _one_line(command, 60)))
         try:
-            result = run_gate(gate, command, cwd=plan.cwd, guard=self.guard,
-                              timeout=plan.gates.timeout, kill_grace=plan.kill_grace,
+            result = run_gate(command, cwd=plan.cwd, guard=self.guard, ticker=ticker,
+                              limits=Limits(timeout=plan.gates.timeout, grace=plan.kill_grace),
                               on_output=_tee(self.stdout_sink, self.log_sink),
-                              on_stderr=_tee(self.stderr_sink, self.log_sink), ticker=ticker)
+                              on_stderr=_tee(self.stderr_sink, self.log_sink))
         finally:
             self.end_step()
         if self.log is not None:
@@ -5819,10 +5783,7 @@ class _Run:
                 "; check the agent's credentials (API key or login)"))
         if trouble is not None and trouble.kind == CAUSE_BILLING:
             return self.stop(STOP_ERROR, "the agent's account cannot pay: " + _one_line(trouble.message, 300))
-        state.previous = IterationRecord(iteration=attempt.number, outcome=attempt.outcome,
-                                         exit_code=attempt.result.exit_code, tail=attempt.feedback,
-                                         source=attempt.source, reason=attempt.reason,
-                                         explanation=attempt.explanation)
+        state.previous = attempt
         if attempt.cause == CAUSE_AGENT and self.plan.on_failure_signal == "stop":
             return self.stop(STOP_HELP, "the agent signalled FAILURE: " + attempt.reason[1]
                              if attempt.reason else "the agent signalled FAILURE")
@@ -6951,11 +6912,11 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
         "iterations": 0, "successes": 0, "failures": 0, "limited": 0, "unavailable": 0,
         "elapsed_seconds": None, "usage": None, "last_event": None, "last_event_time": None,
         "waiting_until": None, "waiting_for": None, "activity": None, "tool_calls": None, "tokens": None,
-        "skipped_lines": 0}
+        "consecutive_failures": 0, "argv": None, "skipped_lines": 0}
     lines, read_whole = _read_session(path, whole)
     usage: Dict[str, Any] = {}
-    started_at = last_at = None
-    ended = None
+    begun = last_at = None  # when the session's latest run (its start, or its resume) began
+    carried, ended = 0.0, None
     for raw in lines:
         if not raw.strip():
             continue
@@ -6972,11 +6933,14 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
         summary["last_event"], summary["last_event_time"], last_at = name, event["time"], moment
         summary["waiting_until"], summary["waiting_for"] = until, event.get("kind") if until else None
         if name == "session_start":
-            pid, cap = event.get("pid"), event.get("max_iterations")
+            cap, argv = event.get("max_iterations"), event.get("argv")
             summary.update(procedure=str(event.get("procedure")), started=event["time"],
-                           pid=pid if isinstance(pid, int) else None,
-                           max_iterations=cap if isinstance(cap, int) else None)
-            started_at = moment
+                           max_iterations=cap if isinstance(cap, int) else None,
+                           argv=argv if isinstance(argv, list) else None)
+        if name in ("session_start", "session_resume"):
+            pid, ended = event.get("pid"), None
+            summary["pid"] = pid if isinstance(pid, int) else None
+            begun, carried = moment, _number(event.get("seconds")) or 0.0  # (what a resume carries)
         elif name == "iteration_start" and isinstance(event.get("iteration"), int):
             summary["iteration"] = event["iteration"]
         elif name == "iteration_end":
@@ -6991,6 +6955,8 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
             if outcome not in (LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED):  # (the tail: its number)
                 summary["iterations"] = number if isinstance(number, int) and not read_whole else \
                     summary["iterations"] + 1
+                consecutive = event.get("consecutive_failures")
+                summary["consecutive_failures"] = consecutive if isinstance(consecutive, int) else 0
             add_usage(usage, _mapping(event.get("usage")))
         elif name == "session_end":
             ended = event
@@ -7006,11 +6972,11 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
                 summary[key] = ended[field]
         usage = _mapping(ended.get("usage")) or usage
     else:
-        process = _process_state(summary["pid"], started_at)
+        process = _process_state(summary["pid"], begun)
         alive = process not in (None, "Z", "X")
         summary["state"] = RUN_STOPPED if process in ("T", "t") else RUN_RUNNING if alive else RUN_DIED
-        if started_at is not None:  # a run that died lasted until its last event
-            summary["elapsed_seconds"] = round((now if alive else last_at or started_at) - started_at, 3)
+        if begun is not None:  # a run that died lasted until its last event
+            summary["elapsed_seconds"] = round(carried + (now if alive else last_at or begun) - begun, 3)
         if alive:
             summary.update(_live_activity(path, now))
     summary["usage"] = {name: usage.get(name) for name in USAGE_FIELDS} if usage else None
@@ -7178,39 +7144,6 @@ def command_status(options: Any) -> int:
     return 0 if summaries else 1
 
 
-def _resume_point(path: str) -> Dict[str, Any]:
-    """What a session carries over when it goes on (SPEC 16): its first event, its counted
-    iterations and failures, its consecutive failures, its usage, and the seconds its runs
-    took (not the time between them)."""
-    point: Dict[str, Any] = {"session": os.path.basename(path)[:-len(".jsonl")], "finished": 0, "failures": 0,
-                             "consecutive": 0, "usage": {}, "seconds": 0.0, "start": {}}
-    base, begun, last, ended = 0.0, None, None, None
-    with open(path, "rb") as stream:
-        for raw in stream:
-            try:
-                event = _mapping(json.loads(raw))
-                name, moment = event.get("event"), parse_iso_time(event.get("time"))
-            except (ValueError, RecursionError):
-                continue
-            if moment is None:
-                continue
-            if name in ("session_start", "session_resume"):
-                point["start"] = event if name == "session_start" else point["start"]
-                base, begun, ended = _number(event.get("seconds")) or 0.0, moment, None
-            elif name == "iteration_end" and event.get("outcome") not in (LIMITED, UNAVAILABLE,
-                                                                          OUTCOME_INTERRUPTED):
-                point["finished"] += 1
-                point["failures"] += event.get("outcome") in FAILING_OUTCOMES
-                consecutive = event.get("consecutive_failures")
-                point["consecutive"] = consecutive if isinstance(consecutive, int) else 0
-                add_usage(point["usage"], _mapping(event.get("usage")))
-            elif name == "session_end":
-                ended = event
-            last = moment
-    point["seconds"] = _number((ended or {}).get("seconds")) or base + ((last or 0) - (begun or last or 0))
-    return point
-
-
 def command_resume(options: Any) -> int:
     """`resume [SESSION] [options]`: go on with a session that was interrupted, died, or
     stopped for the provider, where it was (SPEC 16); options given override its own."""
@@ -7223,14 +7156,17 @@ def command_resume(options: Any) -> int:
                          % _display_path(directory, os.getcwd()))
     summary = summarize_session(sessions[0])
     shown = os.path.basename(sessions[0])
+    usage = {name: value for name, value in (summary["usage"] or {}).items() if value is not None}
+    point = {"session": shown[:-len(".jsonl")], "finished": summary["iterations"], "usage": usage,
+             "failures": summary["failures"], "consecutive": summary["consecutive_failures"],
+             "seconds": summary["elapsed_seconds"] or 0.0}
     if summary["state"] in (RUN_RUNNING, RUN_STOPPED):
         raise UsageError("%s is still running (pid %s); `status` says what it does" % (shown, summary["pid"]))
     if summary["state"] == RUN_ENDED and summary["status"] not in (
             STATUS_INTERRUPTED, STATUS_LIMITED, STATUS_UNAVAILABLE):
         raise UsageError("%s ended %s, nothing to resume (%s); start a new run instead" % (
             shown, summary["status"], summary["reason"]))
-    point = _resume_point(sessions[0])
-    argv = [str(word) for word in _list(point["start"].get("argv"))]
+    argv = [str(word) for word in summary["argv"] or ()]
     if not argv:
         raise UsageError("%s does not say how it was started (rooda before 0.3 wrote it); start a new run"
                          " instead" % shown)
