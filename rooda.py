@@ -6780,29 +6780,20 @@ def command_vendor(options: Any, directory: str) -> int:
     if os.path.realpath(target) == os.path.realpath(ROODA_DIR):
         raise RoodaError("vendor: %s is this copy of rooda itself" % target)
     manifest_path = os.path.join(target, VENDOR_MANIFEST)
-    old: Dict[str, str] = {}
-    if os.path.isfile(manifest_path):
-        try:
-            with open(manifest_path) as stream:
-                old = json.load(stream).get("files", {})
-        except (OSError, ValueError, AttributeError):
-            old = {}
+    try:
+        with open(manifest_path) as stream:
+            old: Dict[str, str] = _mapping(_mapping(json.load(stream)).get("files"))
+    except (OSError, ValueError):
+        old = {}
     new = {rel: _sha256(os.path.join(ROODA_DIR, rel)) for rel in _vendored_files()}
-    plan: List[Tuple[str, str]] = []   # (relative path, "new" | "update" | "same")
-    edited: List[str] = []
+    actions: Dict[str, str] = {}       # relative path -> "new" | "update" | "same"
+    edited: List[str] = []             # changed since they were vendored (or not rooda's)
     for rel, digest in new.items():
         dest = os.path.join(target, rel)
-        if not os.path.exists(dest):
-            plan.append((rel, "new"))
-            continue
-        current = _sha256(dest)
-        if current == digest:
-            plan.append((rel, "same"))
-        elif old.get(rel) == current:
-            plan.append((rel, "update"))
-        else:
+        current = _sha256(dest) if os.path.exists(dest) else None
+        actions[rel] = "new" if current is None else "same" if current == digest else "update"
+        if current not in (None, digest, old.get(rel)):
             edited.append(rel)
-            plan.append((rel, "update"))
     stale = [rel for rel in old if rel not in new and os.path.isfile(os.path.join(target, rel))]
     edited += [rel for rel in stale if _sha256(os.path.join(target, rel)) != old[rel]]
     if edited and not options.force:
@@ -6811,7 +6802,7 @@ def command_vendor(options: Any, directory: str) -> int:
                          " vendored by rooda); keep your changes elsewhere, or run again with"
                          " --force (which keeps each edited file as <file>.orig)" % names)
     try:
-        for rel, action in plan:
+        for rel, action in actions.items():
             if action != "same":
                 dest = os.path.join(target, rel)
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
@@ -6836,7 +6827,7 @@ def command_vendor(options: Any, directory: str) -> int:
     except OSError as exc:
         where = _display_path(exc.filename, os.getcwd()) if exc.filename else shown
         raise RoodaError("vendor: cannot write %s: %s" % (where, exc.strerror or exc)) from None
-    counts = {action: sum(1 for _, a in plan if a == action) for action in ("new", "update", "same")}
+    counts = {action: list(actions.values()).count(action) for action in ("new", "update", "same")}
     here = os.path.realpath(directory) == os.path.realpath(os.getcwd())
     replaced = "".join("replaced %s; your edited version is kept as %s.orig\n"
                        % ((os.path.join(shown, rel),) * 2) for rel in edited)
@@ -7006,58 +6997,40 @@ def _live_activity(path: str, now: float) -> Dict[str, Any]:
 
 def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
     """The summary for a person."""
-    cap = summary["max_iterations"]
-    of_cap = "/%d" % cap if cap else ""
-    rows = [("session", _display_path(summary["session"], cwd)),
-            ("procedure", summary["procedure"] or "(unknown)")]
+    cap, state, pid = summary["max_iterations"], summary["state"], summary["pid"]
+    number = "%s%s" % (summary["iteration"] or 1, "/%d" % cap if cap else "")
     until = parse_iso_time(summary["waiting_until"]) if summary["waiting_until"] else None
-    state, number = summary["state"], "%s%s" % (summary["iteration"] or 1, of_cap)
-    if state in (RUN_RUNNING, RUN_STOPPED) and until is not None:
-        words = "waiting for %s until %s (%s left); iteration %s runs again then" % (
-            "the provider to come back" if summary["waiting_for"] == "outage" else "a usage limit to reset",
-            clock_words(until, now), format_duration(max(until - now, 0)), number)
-    elif state in (RUN_RUNNING, RUN_STOPPED):
-        words = "iteration %s under way" % number
-    if state == RUN_RUNNING:
-        words = "running (pid %s), %s" % (summary["pid"], words)
-    elif state == RUN_STOPPED:
-        words = "stopped (pid %s, Ctrl+Z; `fg` in its terminal goes on), %s" % (summary["pid"], words)
-    elif state == RUN_ENDED:
-        words = "ended: %s, exit code %s" % (summary["status"], summary["exit_code"])
-    else:
-        moment = parse_iso_time(summary["last_event_time"])
-        words = "died: no session_end, and its process (pid %s) is gone; it was in iteration %s, the" \
-                " last event %s at %s" % (summary["pid"], summary["iteration"] or "(none yet)",
-                                          summary["last_event"], clock_words(moment or now, now))
-    rows.append(("state", words))
-    if summary["activity"]:
-        rows.append(("now", summary["activity"]))
-    figures = [plural(summary[key], key[:-1].replace("_", " ")) for key in ("tool_calls",) if summary[key]]
-    if summary["tokens"]:
-        figures.append("%s tokens" % format_count(summary["tokens"]))
-    if figures:
-        rows.append(("iteration", " · ".join(figures) + " so far"))
-    if summary["reason"]:
-        rows.append(("reason", str(summary["reason"])))
-    done = "%d%s done: %s succeeded, %s failed" % (
-        summary["iterations"], of_cap, summary["successes"], summary["failures"])
-    for key, words in (("limited", "at a usage limit"), ("unavailable", "with the provider unavailable")):
-        if summary[key]:
-            done += ", %s %s" % (plural(summary[key], "attempt"), words)
-    rows.append(("iterations", done))
-    if summary["elapsed_seconds"] is not None:
-        rows.append(("elapsed", format_duration(summary["elapsed_seconds"])))
-    if summary["usage"]:
-        usage = summary["usage"]
-        rows.append(("usage", " · ".join(describe_usage(usage, usage.get("tool_calls")))))
-    if summary["last_event"]:
-        moment = parse_iso_time(summary["last_event_time"]) or now
-        rows.append(("last event", "%s at %s (%s ago)" % (
-            summary["last_event"], time.strftime("%H:%M:%S", time.localtime(moment)),
-            format_duration(max(now - moment, 0)))))
-    if summary["skipped_lines"]:
-        rows.append(("skipped", "%s that did not parse" % plural(summary["skipped_lines"], "line")))
-    return "".join("%-10s  %s\n" % row for row in rows)
+    waiting_for = "the provider to come back" if summary["waiting_for"] == "outage" else \
+        "a usage limit to reset"
+    under_way = "iteration %s under way" % number if until is None else \
+        "waiting for %s until %s (%s left); iteration %s runs again then" % (
+            waiting_for, clock_words(until, now), format_duration(max(until - now, 0)), number)
+    moment = parse_iso_time(summary["last_event_time"]) or now
+    states = {RUN_RUNNING: "running (pid %s), %s" % (pid, under_way),
+              RUN_STOPPED: "stopped (pid %s, Ctrl+Z: `fg` in its terminal goes on), %s" % (pid, under_way),
+              RUN_ENDED: "ended: %s, exit code %s" % (summary["status"], summary["exit_code"]),
+              RUN_DIED: "died: no session_end, and its process (pid %s) is gone; it was in iteration %s,"
+                        " the last event %s at %s" % (pid, summary["iteration"] or "(none yet)",
+                                                      summary["last_event"], clock_words(moment, now))}
+    figures = ([plural(summary["tool_calls"], "tool call")] if summary["tool_calls"] else []) + \
+        (["%s tokens" % format_count(summary["tokens"])] if summary["tokens"] else [])
+    usage = summary["usage"] or {}
+    rows = [("session", _display_path(summary["session"], cwd)), ("procedure", summary["procedure"] or "?"),
+            ("state", states[state]), ("now", summary["activity"]),
+            ("iteration", figures and " · ".join(figures) + " so far"), ("reason", summary["reason"]),
+            ("iterations", "%d%s done: %s succeeded, %s failed%s" % (
+                summary["iterations"], "/%d" % cap if cap else "", summary["successes"], summary["failures"],
+                "".join(", %s %s" % (plural(summary[key], "attempt"), words) for key, words in (
+                    ("limited", "at a usage limit"), ("unavailable", "with the provider unavailable"))
+                    if summary[key]))),
+            ("elapsed", format_duration(summary["elapsed_seconds"] or 0)),
+            ("usage", " · ".join(describe_usage(usage, usage.get("tool_calls")))),
+            ("last event", summary["last_event"] and "%s at %s (%s ago)" % (
+                summary["last_event"], time.strftime("%H:%M:%S", time.localtime(moment)),
+                format_duration(max(now - moment, 0)))),
+            ("skipped", summary["skipped_lines"] and "%s that did not parse" % plural(
+                summary["skipped_lines"], "line"))]
+    return "".join("%-10s  %s\n" % (key, value) for key, value in rows if value)
 
 
 def _status_row(summary: Dict[str, Any]) -> str:
@@ -7065,101 +7038,77 @@ def _status_row(summary: Dict[str, Any]) -> str:
     and why it ended (else the last failure's reason); `?` for what the tail did not hold."""
     started = parse_iso_time(summary["started"]) if summary["started"] else None
     cap = summary["max_iterations"]
-    status = summary["status"] if summary["state"] == RUN_ENDED else summary["state"]
     cost = (summary["usage"] or {}).get("cost_usd")
     return "%s  %-12s  %7s  %-11s  %9s  %6s  %s" % (
         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "?" * 19,
-        summary["procedure"], "%d%s" % (summary["iterations"], "/%d" % cap if cap else ""), status,
+        summary["procedure"], "%d%s" % (summary["iterations"], "/%d" % cap if cap else ""),
+        summary["status"] if summary["state"] == RUN_ENDED else summary["state"],
         format_duration(summary["elapsed_seconds"] or 0), format_cost(cost) if cost is not None
-        else "?" if summary["successes"] is None else "-",
-        _one_line(summary["reason"] or "", 100))
+        else "?" if summary["successes"] is None else "-", _one_line(summary["reason"] or "", 100))
 
 
-def _session_start(path: str) -> float:
-    """When a session started, from its first line (`newest` is by start time, whatever
-    time zone wrote the file's name); 0 when it cannot be read."""
+def _sessions(options: Any) -> Tuple[str, List[str]]:
+    """The log directory a run from here would use (or --log-dir) and its sessions, newest
+    first by start time (whatever time zone wrote their names) -- or the one named by its
+    path, file name or stamp (`20261124-120000`, a `-2` suffix included)."""
+    directory = os.path.join(os.getcwd(), os.path.expanduser(options.log_dir)) if options.log_dir else \
+        os.path.join(ROODA_DIR, load_config(options.config).loop("log_dir"))
+    shown = _display_path(directory, os.getcwd())
+    if not os.path.isdir(directory):
+        raise RoodaError("no log directory at %s (no run has written logs there; --log-dir DIR names"
+                         " another)" % shown)
+    if options.words:
+        named = options.words[0]
+        found = [path for path in (named, os.path.join(directory, named),
+                                   os.path.join(directory, named + ".jsonl"),
+                                   os.path.join(directory, "session-%s.jsonl" % named))
+                 if re.search(_SESSION_NAME, path) and os.path.isfile(path)]
+        if not found:
+            raise RoodaError("no such session: %s (in %s)" % (named, shown))
+        return directory, found[:1]
+
+    def started(path: str) -> Tuple[float, str]:
+        try:
+            with open(path, "rb") as stream:
+                return parse_iso_time(_mapping(json.loads(stream.readline())).get("time")) or 0.0, path
+        except (OSError, ValueError, RecursionError):
+            return 0.0, path
     try:
-        with open(path, "rb") as stream:
-            moment = parse_iso_time(_mapping(json.loads(stream.readline())).get("time"))
-    except (OSError, ValueError, RecursionError):
-        moment = None
-    return moment or 0.0
-
-
-def _find_session(directory: str, named: str) -> Optional[str]:
-    """A session named by its path, its file name, or its stamp (`20261124-120000`, `-2`
-    suffix included)."""
-    for candidate in (named, os.path.join(directory, named), os.path.join(directory, named + ".jsonl"),
-                      os.path.join(directory, "session-%s.jsonl" % named)):
-        if re.search(_SESSION_NAME, candidate) and os.path.isfile(candidate):
-            return candidate
-    return None
-
-
-def _log_directory(options: Any) -> str:
-    """The log directory a run from here would use, or --log-dir."""
-    if options.log_dir:
-        return os.path.join(os.getcwd(), os.path.expanduser(options.log_dir))
-    return os.path.join(ROODA_DIR, load_config(options.config).loop("log_dir"))
+        sessions = sorted(_session_files(directory), key=started, reverse=True)
+    except OSError as exc:
+        raise RoodaError("cannot read the log directory %s: %s" % (shown, exc.strerror)) from None
+    if not sessions:
+        raise RoodaError("no session logs in %s" % shown)
+    return directory, sessions
 
 
 def command_status(options: Any) -> int:
     """`status [SESSION] [--all] [--json] [--log-dir DIR]`: the newest session, the one
-    named, or all of them, newest first."""
-    cwd = os.getcwd()
-    directory = _log_directory(options)
-    shown = _display_path(directory, cwd)
-    if not os.path.isdir(directory):
-        sys.stderr.write("rooda: no log directory at %s (no run has written logs there; --log-dir"
-                         " DIR names another)\n" % shown)
-        return 1
+    named, or all of them, newest first; exit 1 when there is none."""
     try:
-        sessions = sorted(_session_files(directory), key=lambda path: (_session_start(path), path),
-                          reverse=True)
-    except OSError as exc:
-        sys.stderr.write("rooda: cannot read the log directory %s: %s\n" % (shown, exc.strerror))
+        _, sessions = _sessions(options)
+    except RoodaError as exc:
+        sys.stderr.write("rooda: %s\n" % exc)
         return 1
-    if options.words:
-        found = _find_session(directory, options.words[0])
-        if found is None:
-            sys.stderr.write("rooda: no such session: %s (in %s)\n" % (options.words[0], shown))
-            return 1
-        sessions = [found]
-    if not sessions:
-        sys.stderr.write("rooda: no session logs in %s\n" % shown)
-        return 1
-    now = time.time()
-    summaries = []
+    now, summaries = time.time(), []
     for path in sessions if options.all else sessions[:1]:
         try:
             summaries.append(summarize_session(path, now, whole=not options.all))
         except OSError as exc:
-            sys.stderr.write("rooda: cannot read %s: %s\n" % (_display_path(path, cwd), exc.strerror))
+            sys.stderr.write("rooda: cannot read %s: %s\n" % (_display_path(path, os.getcwd()), exc.strerror))
     if options.json:
         write_stdout("".join(json.dumps(summary, ensure_ascii=False) + "\n" for summary in summaries))
-    elif options.all:
-        write_stdout("".join(_status_row(summary) + "\n" for summary in summaries))
     elif summaries:
-        write_stdout(_status_text(summaries[0], cwd, now))
+        write_stdout("".join(_status_row(summary) + "\n" for summary in summaries) if options.all else
+                     _status_text(summaries[0], os.getcwd(), now))
     return 0 if summaries else 1
 
 
 def command_resume(options: Any) -> int:
     """`resume [SESSION] [options]`: go on with a session that was interrupted, died, or
     stopped for the provider, where it was (SPEC 16); options given override its own."""
-    directory = _log_directory(options)
-    named = options.words[0] if options.words else None
-    sessions = [_find_session(directory, named)] if named else sorted(
-        _session_files(directory), key=lambda path: (_session_start(path), path), reverse=True)[:1]
-    if not sessions or sessions[0] is None:
-        raise UsageError("no such session: %s" % named if named else "no session to resume in %s"
-                         % _display_path(directory, os.getcwd()))
-    summary = summarize_session(sessions[0])
-    shown = os.path.basename(sessions[0])
-    usage = {name: value for name, value in (summary["usage"] or {}).items() if value is not None}
-    point = {"session": shown[:-len(".jsonl")], "finished": summary["iterations"], "usage": usage,
-             "failures": summary["failures"], "consecutive": summary["consecutive_failures"],
-             "seconds": summary["elapsed_seconds"] or 0.0}
+    directory, sessions = _sessions(options)
+    summary, shown = summarize_session(sessions[0]), os.path.basename(sessions[0])
     if summary["state"] in (RUN_RUNNING, RUN_STOPPED):
         raise UsageError("%s is still running (pid %s); `status` says what it does" % (shown, summary["pid"]))
     if summary["state"] == RUN_ENDED and summary["status"] not in (
@@ -7170,7 +7119,11 @@ def command_resume(options: Any) -> int:
     if not argv:
         raise UsageError("%s does not say how it was started (rooda before 0.3 wrote it); start a new run"
                          " instead" % shown)
-    own = [word for word in options.argv if word not in ("resume", named)]
+    usage = {name: value for name, value in (summary["usage"] or {}).items() if value is not None}
+    point = {"session": shown[:-len(".jsonl")], "finished": summary["iterations"], "usage": usage,
+             "failures": summary["failures"], "consecutive": summary["consecutive_failures"],
+             "seconds": summary["elapsed_seconds"] or 0.0}
+    own = [word for word in options.argv if word not in ("resume",) + tuple(options.words)]
     again = parse_args(argv + own + ["--log-dir", directory])
     again.argv = argv  # (what the session was started with: a later resume starts from it again)
     words = again.words if again.command != "run" else again.words[1:]
