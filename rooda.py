@@ -2532,6 +2532,11 @@ class AgentCommand(Record):
     preset: Optional[str]
     format: str
 
+    @property
+    def cli(self) -> Optional[AgentCLI]:
+        """Its catalogue row: the preset's, or that of the CLI its command names."""
+        return PRESETS.get(self.preset or os.path.basename(self.argv[0]))
+
     def display(self) -> str:
         import shlex
         return " ".join(shlex.quote(part) if part not in (PROMPT_FILE_TOKEN, PROMPT_TOKEN)
@@ -5645,7 +5650,7 @@ class _Run:
         env = dict(self.agent_env)
         env["ROODA_ITERATION"] = str(attempt.number)
         argv = list(self.agent.argv)
-        cli = PRESETS.get(self.agent.preset or os.path.basename(argv[0]))
+        cli = self.agent.cli
         if plan.max_cost is not None and cli is not None and cli.budget_flag:
             # What is left of the budget, to the cent below: one runaway iteration cannot
             # spend far past it (SPEC 16).
@@ -5776,7 +5781,7 @@ class _Run:
         state, trouble = self.state, attempt.trouble
         assert attempt.result is not None
         if trouble is not None and trouble.kind == CAUSE_AUTH:
-            cli = PRESETS.get(self.agent.preset or "")
+            cli = self.agent.cli
             return self.stop(STOP_ERROR, "the agent cannot authenticate: %s%s" % (
                 _one_line(trouble.message, 300),
                 "; %s needs %s" % (cli.name, cli.login) if cli is not None else
@@ -6026,7 +6031,7 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
     if plan.max_cost is not None and (run.format is None or not run.format.reports_cost):
         progress.warn("max_cost is set, but the agent's output (%s format) reports no cost: the"
                       " budget cannot be enforced; use --max-time as well" % agent.format)
-    elif plan.max_cost is not None and not (PRESETS.get(agent.preset or "") or AGENT_CLIS[0]).budget_flag:
+    elif plan.max_cost is not None and not (agent.cli and agent.cli.budget_flag):
         progress.warn("max_cost is checked between iterations: %s has no spending cap of its own, so one"
                       " iteration can spend past it" % (agent.preset or "this agent"))
     untracked = untracked_files(run.run_git, plan.repo, plan.log_dir) if plan.gates.commit and plan.repo \
@@ -6600,7 +6605,7 @@ def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan:
     except RoodaError as exc:
         report("error", "agent: %s" % exc)
     env = dict(os.environ, **agent.env)
-    cli = PRESETS.get(agent.preset or os.path.basename(agent.argv[0]))
+    cli = agent.cli
     if cli is None:
         return
     in_repo = find_repository(cwd)[0] is not None

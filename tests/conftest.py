@@ -53,6 +53,10 @@ class FakeAgent:
         with open(os.path.join(self.state, "env-%d.json" % call)) as stream:
             return json.load(stream)
 
+    def argv(self, call):
+        with open(os.path.join(self.state, "argv-%d.json" % call)) as stream:
+            return json.load(stream)
+
     def pid(self, call=1, name=None):
         path = os.path.join(self.state, name or "pid-%d" % call)
         with open(path) as stream:

@@ -1,0 +1,246 @@
+"""Left alone (SPEC 16, issue 20): rooda killed with SIGKILL leaves nothing running, the
+keep-awake hold ends with it, `notify` tells of the end, `resume` goes on where a run
+stopped, commits say what they are, the budget reaches the agent's own flag."""
+import os
+import signal
+import sys
+
+import pytest
+
+from conftest import (FAKE_AGENT, OK_RESULT, alive, events_line, git, interrupt, make_repo,
+                      procedure, replay, run_main, run_rooda, say, session_events, start_rooda, wait_until,
+                      write_config)
+
+SUCCESS = {"actions": [{"out": "done\n<promise>SUCCESS</promise>\n"}]}
+HOLD = {"actions": [{"touch": "running"}, {"wait_for": "never"}]}
+
+
+def fake_cli(tmp_path, monkeypatch, name):
+    """An executable called `name` on PATH that is the fake agent (a preset's CLI)."""
+    bin_dir = tmp_path / "cli-bin"
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / name
+    script.write_text('#!/bin/sh\nexec "%s" "%s" "$@"\n' % (sys.executable, FAKE_AGENT))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s%s%s" % (bin_dir, os.pathsep, os.environ["PATH"]))
+
+
+def status(log_dir, *args):
+    return run_rooda("status", "--log-dir", log_dir, *args).stdout.decode()
+
+
+# --- rooda's own death --------------------------------------------------------------------
+
+def test_sigkill_of_rooda_ends_the_agent_its_child_and_its_setsid_grandchild(workspace, agent, tmp_path,
+                                                                             fake_inhibit):
+    agent.script({"actions": [{"background": 120, "hold_output": False, "name": "child.pid"},
+                              {"background": 120, "setsid": True, "name": "escapee.pid"},
+                              {"touch": "running"}, {"sleep": 120}]})
+    logs = tmp_path / "logs"
+    proc = start_rooda(agent, "-n", "1", "--log-dir", logs, cwd=workspace)
+    agent.wait_for("running")
+    [inhibitor] = [int(line.split()[0]) for line in fake_inhibit.read_text().splitlines()]
+    pids = [agent.pid(1), agent.pid(name="child.pid"), agent.pid(name="escapee.pid"), inhibitor]
+    assert all(alive(pid) for pid in pids)
+    proc.kill()
+    proc.wait()
+    assert wait_until(lambda: not any(alive(pid) for pid in pids), timeout=3), \
+        [pid for pid in pids if alive(pid)]
+    shown = status(logs)
+    assert "state       died: no session_end, and its process (pid %d) is gone; it was in iteration 1" \
+        % proc.pid in shown
+
+
+def test_the_keep_awake_hold_is_taken_for_the_run_and_gone_when_it_ends(workspace, agent, tmp_path,
+                                                                        fake_inhibit):
+    agent.script(SUCCESS)
+    result = run_rooda("build", "-n", "1", "--ai-cmd", agent.cmd, cwd=workspace, env=agent.env)
+    assert result.returncode == 0, result.stderr
+    [call] = fake_inhibit.read_text().splitlines()
+    assert "--what=idle:sleep" in call and "--who=rooda" in call
+    assert wait_until(lambda: not alive(int(call.split()[0])), timeout=2)
+
+
+def test_keep_awake_false_takes_no_hold(workspace, agent, fake_inhibit, monkeypatch, capfd):
+    agent.script(SUCCESS)
+    monkeypatch.setenv("ROODA_LOOP_KEEP_AWAKE", "false")
+    assert run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd)[0] == 0
+    assert not fake_inhibit.exists()
+
+
+# --- notify -------------------------------------------------------------------------------
+
+def notified(path):
+    """The ROODA_* variables each notify call saw: one dict per call."""
+    calls = []
+    for block in path.read_text().split("--\n")[:-1]:
+        calls.append(dict(line.split("=", 1) for line in block.splitlines()))
+    return calls
+
+
+@pytest.fixture
+def notify_record(tmp_path, monkeypatch):
+    record = tmp_path / "notified"
+    monkeypatch.setenv("ROODA_LOOP_NOTIFY", "env | grep '^ROODA_[A-Z_]*=' | grep -v ROODA_LOOP_ | grep -v "
+                       "ROODA_RUN= | grep -v ROODA_CONFIG_HOME= >> %s; echo -- >> %s" % (record, record))
+    return record
+
+
+def test_notify_at_the_end_of_a_completed_run_gets_the_documented_variables(workspace, agent, capfd,
+                                                                            notify_record, tmp_path):
+    agent.script({"actions": [{"out": events_line(say("done <promise>SUCCESS</promise>"), OK_RESULT)}]})
+    logs = tmp_path / "logs"
+    code, _, err = run_main(capfd, "build", "-n", "3", "--ai-cmd", agent.cmd, "--ai-format", "claude",
+                            "--log-dir", logs)
+    assert code == 0, err
+    [call] = notified(notify_record)
+    log = call.pop("ROODA_LOG")
+    assert log.endswith(".log") and os.path.dirname(log) == str(logs)
+    assert call == {"ROODA_EVENT": "session_end", "ROODA_STATUS": "completed", "ROODA_EXIT_CODE": "0",
+                    "ROODA_REASON": "success signal", "ROODA_PROCEDURE": "build",
+                    "ROODA_ITERATION": "1", "ROODA_ITERATIONS": "1", "ROODA_COST_USD": "0.1",
+                    "ROODA_SESSION": log[:-4] + ".jsonl"}
+
+
+def test_notify_at_an_aborted_run_and_at_each_iteration_end(workspace, agent, capfd, notify_record):
+    write_config(workspace, {"loop": {"notify_on": ["iteration_end", "session_end"]}})
+    agent.script({"actions": [{"err": "boom\n"}], "exit": 1})
+    code, _, err = run_main(capfd, "build", "-n", "5", "--ai-cmd", agent.cmd, "--failure-threshold", "2")
+    assert code == 1, err
+    calls = notified(notify_record)
+    assert [(c["ROODA_EVENT"], c["ROODA_ITERATION"], c["ROODA_STATUS"], c["ROODA_EXIT_CODE"])
+            for c in calls] == [("iteration_end", "1", "failure", ""), ("iteration_end", "2", "failure", ""),
+                                ("session_end", "2", "aborted", "1")]
+    assert calls[-1]["ROODA_COST_USD"] == "" and calls[-1]["ROODA_ITERATIONS"] == "2"
+
+
+def test_notify_runs_when_the_run_is_interrupted_before_the_signal_is_re_raised(workspace, agent, tmp_path,
+                                                                                notify_record):
+    agent.script(HOLD)
+    proc = start_rooda(agent, "-n", "3", cwd=workspace)
+    agent.wait_for("running")
+    interrupt(proc)
+    assert proc.returncode == -signal.SIGINT
+    [call] = notified(notify_record)
+    assert (call["ROODA_EVENT"], call["ROODA_STATUS"], call["ROODA_EXIT_CODE"], call["ROODA_ITERATION"]) == \
+        ("session_end", "interrupted", "130", "1")
+
+
+def test_a_failing_notify_is_one_warning_and_changes_no_exit_code(workspace, agent, capfd,
+                                                                  monkeypatch):
+    agent.script(SUCCESS)
+    monkeypatch.setenv("ROODA_LOOP_NOTIFY", "echo no route to ntfy.sh >&2; exit 7")
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd)
+    assert code == 0
+    assert "WARNING: notify: `echo no route to ntfy.sh >&2; exit 7` exited 7: no route to ntfy.sh" in err
+    agent.script({"exit": 1})
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd)
+    assert code == 0 and "exited 7" in err  # a cap with a failure is still exit 0
+
+
+# --- resume -------------------------------------------------------------------------------
+
+def test_resume_after_sigint_goes_on_to_the_original_cap_in_the_same_session(workspace, agent, tmp_path):
+    agent.script({}, HOLD, {})
+    logs = tmp_path / "logs"
+    proc = start_rooda(agent, "-n", "3", "--log-dir", logs, cwd=workspace)
+    agent.wait_for("running")
+    interrupt(proc)
+    assert "state       ended: interrupted, exit code 130" in status(logs)
+    result = run_rooda("resume", "--log-dir", logs, cwd=workspace, env=agent.env)
+    err = result.stderr.decode()
+    assert result.returncode == 0, err
+    assert agent.calls == 4  # iteration 2 ran again under its number, then 3
+    assert "Reached max iterations: 3" in err
+    events = session_events(logs)
+    assert [e["event"] for e in events].count("session_resume") == 1
+    assert [e["iteration"] for e in events if e["event"] == "iteration_end"] == [1, 2, 2, 3]
+    assert events[-1]["event"] == "session_end" and events[-1]["iterations"] == 3
+    again = run_rooda("resume", "--log-dir", logs, cwd=workspace, env=agent.env)
+    assert again.returncode == 2 and b"ended completed, nothing to resume" in again.stderr
+
+
+def test_resume_carries_the_cost_toward_max_cost(workspace, agent, tmp_path):
+    agent.script(replay("claude-stream.jsonl"), HOLD, replay("claude-stream.jsonl"))  # $0.39 an iteration
+    logs = tmp_path / "logs"
+    proc = start_rooda(agent, "-n", "10", "--ai-format", "claude", "--max-cost", "1", "--log-dir", logs,
+                       cwd=workspace)
+    agent.wait_for("running")
+    interrupt(proc)
+    result = run_rooda("resume", "--log-dir", logs, cwd=workspace, env=agent.env)
+    err = result.stderr.decode()
+    assert result.returncode == 0, err
+    assert agent.calls == 4, err  # 0.39 before; 0.79, 1.18 after: two more, not three
+    assert "Completed: cost budget of $1.00 reached (3 iterations" in err
+
+
+def test_resume_refuses_a_session_that_completed_or_is_running(workspace, agent, tmp_path):
+    agent.script(HOLD)
+    logs = tmp_path / "logs"
+    proc = start_rooda(agent, "-n", "1", "--log-dir", logs, cwd=workspace)
+    agent.wait_for("running")
+    result = run_rooda("resume", "--log-dir", logs, cwd=workspace)
+    assert result.returncode == 2 and ("is still running (pid %d)" % proc.pid).encode() in result.stderr
+    interrupt(proc)
+
+
+# --- commits that say what they are -------------------------------------------------------
+
+def test_a_commit_has_the_summary_trailers_and_a_progress_line_and_is_pushed(workspace, agent, capfd,
+                                                                             tmp_path):
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    make_repo(workspace)
+    git(workspace, "remote", "add", "origin", str(remote))
+    git(workspace, "push", "-q", "-u", "origin", "main")
+    procedure(workspace, git={"commit": True, "push": True})
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "procedure")
+    agent.script({"actions": [{"write_file": "a.txt", "text": "a"}, {"write_file": "b.txt", "text": "b"},
+                              {"out": events_line(say("Added a.txt and b.txt.\n\n<promise>SUCCESS</promise>"),
+                                                  OK_RESULT)}]})
+    logs = tmp_path / "logs"
+    code, _, err = run_main(capfd, "p", "-n", "3", "--ai-cmd", agent.cmd, "--ai-format", "claude",
+                            "--log-dir", logs)
+    assert code == 0, err
+    head = git(workspace, "rev-parse", "--short=7", "HEAD").strip()
+    assert "  git: committed %s (2 files) · pushed to origin/main" % head in err.splitlines()
+    message = git(workspace, "log", "-1", "--format=%B").strip().splitlines()
+    [session] = [name[:-len(".log")] for name in os.listdir(str(logs)) if name.endswith(".log")]
+    assert message == ["p 1: Added a.txt and b.txt.", "", "Rooda-Session: %s" % session,
+                       "Rooda-Iteration: 1/3", "Rooda-Usage: 12 tokens, $0.10"]
+    assert git(remote, "log", "-1", "--format=%s").strip() == "p 1: Added a.txt and b.txt."
+    [commit] = [e for e in session_events(logs) if e["event"] == "commit"]
+    assert commit["iteration"] == 1 and commit["files"] == 2 and head.startswith(commit["hash"][:7])
+
+
+def test_untracked_files_that_the_commit_would_sweep_in_are_named_at_the_start(workspace, agent, capfd):
+    make_repo(workspace)
+    procedure(workspace, git={"commit": True})
+    (workspace / "nohup.out").write_text("")
+    agent.script(SUCCESS)
+    code, _, err = run_main(capfd, "p", "-n", "1", "--ai-cmd", agent.cmd)
+    assert "WARNING: git.commit is on and these untracked files would be committed with the agent's work:" \
+        " fragment.md, nohup.out, rooda-config.json" in err
+
+
+# --- spend inside an iteration ------------------------------------------------------------
+
+def test_claude_gets_what_is_left_of_max_cost_as_its_own_budget(workspace, agent, capfd, tmp_path,
+                                                                monkeypatch):
+    fake_cli(tmp_path, monkeypatch, "claude")
+    agent.script({"actions": [{"out": events_line(say("part done"), OK_RESULT)}]})  # $0.10 each
+    code, _, err = run_main(capfd, "build", "-n", "2", "--ai-cmd", "claude -p", "--ai-format", "claude",
+                            "--max-cost", "0.5")
+    assert code == 0, err
+    assert [agent.argv(call) for call in (1, 2)] == [["-p", "--max-budget-usd", "0.50"],
+                                                     ["-p", "--max-budget-usd", "0.40"]]
+    assert "no spending cap of its own" not in err
+
+
+def test_a_cli_without_a_budget_flag_is_told_at_the_start(workspace, agent, capfd, tmp_path, monkeypatch):
+    agent.script({"actions": [{"out": events_line(say("done <promise>SUCCESS</promise>"), OK_RESULT)}]})
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", "claude",
+                            "--max-cost", "5")
+    assert "WARNING: max_cost is checked between iterations: this agent has no spending cap of its own" in err
+    assert "--max-budget-usd" not in " ".join(agent.argv(1))
