@@ -5137,12 +5137,19 @@ def _terminal_width(fd: Optional[int]) -> int:
 
 
 def _fit(text: str, columns: int) -> str:
-    """`text` cut to fit in `columns` terminal columns, with an ellipsis: a CJK character
-    or an emoji takes two, a combining mark none (len() would let the line wrap)."""
+    """A status line cut to fit in `columns` terminal columns: the figures after the label
+    (the tool count, then the elapsed time) go first, so what is under way stays whole;
+    then the end, with an ellipsis. A CJK character or an emoji takes two columns, a
+    combining mark none (len() would let the line wrap)."""
     import unicodedata
 
     def width(char: str) -> int:
         return 0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF" else 1
+    parts = text.split(" · ")
+    for index in (2, 1):
+        if len(parts) > 3 and sum(map(width, " · ".join(parts))) > columns:
+            del parts[index]
+    text = " · ".join(parts)
     if sum(map(width, text)) <= columns:
         return text
     used, kept = 0, []

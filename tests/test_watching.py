@@ -11,7 +11,8 @@ import subprocess
 import sys
 import time
 
-from conftest import ROODA, interrupt, release, run_main, run_rooda, start_rooda, write_config
+from conftest import (OK_RESULT, ROODA, events_line, interrupt, make_repo, procedure, release, run_main,
+                      run_rooda, say, start_rooda, wait_until, write_config)
 
 
 def screen(raw):
@@ -282,3 +283,110 @@ def test_status_survives_lines_of_the_wrong_shape(workspace, tmp_path):
     (logs / "session-20261124-100000.jsonl").write_text("".join(json.dumps(line) + "\n" for line in ended))
     proc = run_rooda("status", "--log-dir", str(logs), cwd=str(workspace))
     assert proc.returncode == 0 and b"ended: completed, exit code 0" in proc.stdout, proc.stderr
+
+
+# --- what the agent is doing (issue 21) ----------------------------------------------------
+
+TOOL_USE = {"type": "assistant", "message": {"id": "m1", "content": [
+    {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "pytest -q"}}]}}
+TOOL_RESULT = {"type": "user", "message": {"content": [
+    {"type": "tool_result", "tool_use_id": "t1", "content": "3 passed"}]}}
+API_RETRY = {"type": "system", "subtype": "api_retry", "attempt": 2, "max_retries": 10,
+             "retry_delay_ms": 1161.6, "error_status": 529, "error": "overloaded"}
+
+
+def test_the_status_line_follows_a_claude_stream_tool_thinking_retrying(workspace, agent, tmp_path):
+    """The line and `status` from another process say what the agent does, step by step;
+    SIGSTOP and SIGCONT show in `status`."""
+    agent.script({"actions": [
+        {"out": events_line(TOOL_USE)}, {"wait_for": "r1"}, {"out": events_line(TOOL_RESULT)},
+        {"wait_for": "r2"}, {"out": events_line(API_RETRY)}, {"wait_for": "r3"},
+        {"out": events_line(say("done <promise>SUCCESS</promise>"), OK_RESULT)}]})
+    logs = tmp_path / "logs"
+    proc, master = start_in_terminal(agent, "-n", "1", "--ai-format", "claude", "--log-dir", logs,
+                                     cwd=workspace)
+    seen = []
+    try:
+        assert read_until(master, seen, lambda text: "→ Bash: pytest -q · " in text), "".join(seen)
+        running = wait_until(lambda: "→ Bash: pytest -q" in status(workspace, "--log-dir", logs)[1])
+        assert running
+        text = status(workspace, "--log-dir", logs)[1]
+        assert "now         → Bash: pytest -q · " in text and "iteration   1 tool call so far" in text
+        os.kill(proc.pid, signal.SIGSTOP)
+        assert "state       stopped (pid %d" % proc.pid in status(workspace, "--log-dir", logs)[1]
+        os.kill(proc.pid, signal.SIGCONT)
+        assert "state       running (pid %d)" % proc.pid in status(workspace, "--log-dir", logs)[1]
+        release(agent, "r1")
+        assert read_until(master, seen, lambda text: "1 tool call · thinking · " in text), "".join(seen)
+        release(agent, "r2")
+        retrying = "retrying: HTTP 529 overloaded · attempt 2/10"
+        assert read_until(master, seen, lambda text: retrying in text), "".join(seen)
+        release(agent, "r3")
+        read_until(master, seen, lambda text: "Log: " in text)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        for name in ("r1", "r2", "r3"):
+            release(agent, name)
+        os.close(master)
+
+
+def test_status_all_orders_sessions_by_their_start_not_their_file_names(workspace, tmp_path):
+    """Names written in two time zones sort against the start times they hold."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for stamp, started, which in (("20261124-230000", "2026-11-24T08:00:00.000Z", "older"),
+                                  ("20261124-100000", "2026-11-24T10:00:00.000Z", "newer")):
+        (logs / ("session-%s.jsonl" % stamp)).write_text(json.dumps(
+            {"event": "session_start", "time": started, "procedure": which, "pid": 999999999}) + "\n")
+    code, rows, _ = status(workspace, "--all", "--log-dir", logs)
+    assert code == 0 and [row.split()[2] for row in rows.splitlines()] == ["newer", "older"]
+    assert "procedure   newer" in status(workspace, "--log-dir", logs)[1]
+
+
+def test_heartbeats_go_on_through_the_agent_verify_and_a_slow_pre_commit_hook(workspace, agent):
+    """Off a terminal (TERM=dumb: no status line, no colour), each step that runs longer
+    than `heartbeat` says so, by name."""
+    def waits_for(name):
+        return "while [ ! -e %s ]; do sleep 0.05; done" % os.path.join(agent.state, name)
+    make_repo(workspace)
+    hook = workspace / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\n%s\n" % waits_for("r3"))
+    hook.chmod(0o755)
+    procedure(workspace, verify=waits_for("r2"), git={"commit": True})
+    agent.script({"actions": [{"write_file": "a.txt", "text": "a"}, {"wait_for": "r1"}]})
+    env = dict(os.environ, ROODA_LOOP_HEARTBEAT="0.5", TERM="dumb", **agent.env)
+    proc = subprocess.Popen([sys.executable, ROODA, "p", "-n", "1", "--ai-cmd", agent.cmd],
+                            cwd=str(workspace), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    fcntl.fcntl(proc.stderr, fcntl.F_SETFL, os.O_NONBLOCK)
+    seen = b""
+    try:
+        for name, words in (("r1", rb"\] Iteration 1/1 still running \("),
+                            ("r2", rb"\] verify: while \[ .* still running \("),
+                            ("r3", rb"\] git: commit still running \(")):
+            deadline = time.monotonic() + 30
+            while not re.search(words, seen) and time.monotonic() < deadline:
+                select.select([proc.stderr], [], [], 0.5)
+                seen += proc.stderr.read() or b""
+            assert re.search(words, seen), seen
+            release(agent, name)
+        proc.wait(timeout=30)
+    finally:
+        for name in ("r1", "r2", "r3"):
+            release(agent, name)
+    seen += proc.stderr.read() or b""
+    assert proc.returncode == 0, seen
+    assert b"\x1b" not in seen and b"\r" not in seen
+
+
+def test_a_narrow_status_line_keeps_what_is_under_way_and_counts_wide_characters():
+    import unicodedata
+
+    import rooda
+
+    line = "iteration 3/10 · 2m13s · 14 tool calls · retrying: HTTP 529 overloaded · attempt 3/10"
+    assert rooda._fit(line, 79) == "iteration 3/10 · 2m13s · retrying: HTTP 529 overloaded · attempt 3/10"
+    assert rooda._fit(line, 61) == "iteration 3/10 · retrying: HTTP 529 overloaded · attempt 3/10"
+    assert rooda._fit("verify: make test · 12s", 10) == "verify: m…"
+    wide = rooda._fit("iteration 1/1 · 1.0s · 1 tool call · → Bash: echo 你好世界你好世界你好世界 · 2s", 40)
+    columns = sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in wide)
+    assert wide.startswith("iteration 1/1 · → Bash: echo 你好") and columns <= 40
