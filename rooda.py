@@ -359,6 +359,14 @@ def _number(value: object) -> Optional[float]:
     return value if value == value and abs(value) != float("inf") else None
 
 
+def _finite(text: str) -> float:
+    """A JSON number rooda could have written: 1e400 and Infinity (which parse) are not."""
+    value = float(text)
+    if value != value or abs(value) == float("inf"):
+        raise ValueError(text)
+    return value
+
+
 def _last_line(output: bytes, markers: Sequence[str]) -> str:
     """An output's last non-blank line that is not a bare promise marker, ≤ 200 chars."""
     for line in reversed(output.decode("utf-8", "replace").splitlines()):
@@ -1518,12 +1526,20 @@ class AgentCLI(Record):
     # with each, as "WHERE=who pays; ...".
     credentials: str = ""
     budget_flag: str = ""              # its own spending cap for one run (max_cost passes what is left)
+    stop_signal: int = signal.SIGTERM  # what ends it well (SIGTERM, kill_grace, SIGKILL otherwise)
     # Known traps, for `doctor`: (level, applies(argv, env, in a git repository), message).
     pitfalls: Tuple[Tuple[str, Callable[[Sequence[str], Mapping[str, str], bool], bool], str], ...] = ()
     # Its own messages, read in a failed iteration's last 2 KB of text: (cause, regex,
     # the limit's kind or None for the regex's first group).
     words: Tuple[Tuple[str, str, Optional[str]], ...] = ()
     auth_exit_codes: Tuple[int, ...] = ()  # exit codes that mean "cannot authenticate"
+
+    def paid_by(self, env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
+        """The first of its credentials found here, and who pays with it."""
+        for where, who in (pair.partition("=")[::2] for pair in self.credentials.split("; ") if pair):
+            if os.path.exists(os.path.expanduser(where)) if where.startswith("~") else env.get(where):
+                return where, who
+        return None
 
 
 # The catalogue, in auto-detection order (SPEC 3). Sources for each preset's flags and
@@ -1538,6 +1554,10 @@ AGENT_CLIS = (
                     " subscription; CLAUDE_CODE_OAUTH_TOKEN=the Claude subscription of `claude setup-token`;"
                     " ~/.claude/.credentials.json=the account `claude` /login signed in",
         budget_flag="--max-budget-usd",
+        # On SIGTERM during a tool, Claude Code 2.1.197 kills the tool and asks the model
+        # for its next turn (measured: two more requests and a file written after Ctrl+C);
+        # SIGINT ends the turn and the tools.
+        stop_signal=signal.SIGINT,
         pitfalls=(
             ("error", lambda argv, env, repo: _as_root() and env.get("IS_SANDBOX") != "1" and
              "skip-permissions" in " ".join(argv),
@@ -3302,39 +3322,44 @@ def _threaded_io() -> bool:
 
 
 # The guardian: rooda's one helper that outlives it, and only to end what rooda started.
-# It reads the process groups rooda starts and ends ("+pgid", "-pgid") from a pipe whose
+# It reads the process groups rooda starts ("pgid signum") and ends ("pgid 0") from a pipe whose
 # other end only rooda holds; end-of-file means rooda is gone -- killed without a chance
 # to clean up (SIGKILL, the OOM killer; SPEC 16) or finished. Then it ends those groups
-# and, on Linux, any process that carries this run's ROODA_RUN mark in its environment
-# (what escaped a group with setsid): SIGTERM, `kill_grace`, SIGKILL.
+# (each with its stop signal) and, on Linux, any process that carries this run's ROODA_RUN
+# mark in its environment (what escaped a group with setsid; SIGTERM), then SIGKILL
+# `kill_grace` later.
 _GUARDIAN = r"""
 import os, signal, sys, time
 for name in ("SIGINT", "SIGHUP", "SIGTERM", "SIGTSTP"):
     signal.signal(getattr(signal, name), signal.SIG_IGN)
-mark, grace, groups = ("ROODA_RUN=" + sys.argv[1]).encode(), float(sys.argv[2]), set()
+mark, grace, groups = ("ROODA_RUN=" + sys.argv[1]).encode(), float(sys.argv[2]), {}
 for line in sys.stdin:
-    (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
+    group, stop = map(int, line.split())
+    groups[group] = stop
+    if not stop:
+        del groups[group]
 def left():
     found = []
     for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
         try:
             with open("/proc/%s/environ" % name, "rb") as stream:
-                if name.isdigit() and int(name) != os.getpid() and mark in stream.read().split(b"\0"):
-                    found.append((os.kill, int(name)))
+                if name.isdigit() and int(name) != os.getpid() and mark in stream.read().split(b"\0") \
+                        and os.getpgid(int(name)) not in groups:  # (a group's own get its signal)
+                    found.append((os.kill, int(name), signal.SIGTERM))
         except (OSError, ValueError):
             pass
-    for group in groups:
+    for group, stop in groups.items():
         try:
             os.killpg(group, 0)
-            found.append((os.killpg, group))
+            found.append((os.killpg, group, stop))
         except OSError:
             pass
     return found
-for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 0)):
-    targets, deadline = left(), time.monotonic() + wait
-    for kill, target in targets:
+for last in (False, True):
+    targets, deadline = left(), time.monotonic() + (0 if last else grace)
+    for kill, target, stop in targets:
         try:
-            kill(target, signum)
+            kill(target, signal.SIGKILL if last else stop)
         except OSError:
             pass
     while targets and time.monotonic() < deadline:
@@ -3368,11 +3393,11 @@ class _Helpers:
         if os.name != "nt":
             self.guardian = self.start([sys.executable, "-S", "-c", _GUARDIAN, mark, str(grace)])
 
-    def watch(self, pgid: int, started: bool) -> None:
-        """Tell the guardian of a group rooda started (or has ended)."""
+    def watch(self, pgid: int, stop_signal: Optional[int]) -> None:
+        """Tell the guardian of a group rooda started, and its stop signal (None: it has ended)."""
         if self.guardian is not None:
             try:
-                self.guardian.stdin.write(b"%s%d\n" % (b"+" if started else b"-", pgid))
+                self.guardian.stdin.write(b"%d %d\n" % (pgid, stop_signal or 0))
             except OSError:
                 self.guardian = None  # it is gone: nothing more to tell it
 
@@ -3401,13 +3426,14 @@ _HELPERS = _Helpers()
 
 
 class Limits(Record):
-    """How long a child may run: in all, and without output (None: no limit); and the
-    grace between SIGTERM and SIGKILL when it must end."""
+    """How long a child may run: in all, and without output (None: no limit); and how it
+    ends when it must: its stop signal, then SIGKILL `grace` seconds later."""
 
     timeout: Optional[float] = None
     idle: Optional[float] = None
     grace: float = 5.0
     after_signal: bool = False      # it may start although a signal came (notify then)
+    stop_signal: int = signal.SIGTERM
 
 
 class _Supervision:
@@ -3423,13 +3449,16 @@ class _Supervision:
                  guard: Optional[SignalGuard], limits: Limits, ticker: Optional[Ticker],
                  seen_signals: int) -> None:
         self.child, self.pump, self.sinks, self.guard, self.ticker = child, pump, sinks, guard, ticker
-        _HELPERS.watch(child.pid, True)
+        # SIGINT stays ignored where rooda inherited it so (nohup): then SIGTERM it is.
+        self.stop_signal = signal.SIGTERM if limits.stop_signal == signal.SIGINT and \
+            signal.getsignal(signal.SIGINT) == signal.SIG_IGN else limits.stop_signal
+        _HELPERS.watch(child.pid, self.stop_signal)
         self.timeout, self.idle, self.grace = limits.timeout, limits.idle, limits.grace
         self.subreaper = become_subreaper()
         self.seen_signals = seen_signals
         self.started = self.last_output = time.monotonic()
         self.exited_at: Optional[float] = None   # when the child itself was seen to exit
-        self.term_at: Optional[float] = None     # when SIGTERM went to the group
+        self.term_at: Optional[float] = None     # when the stop signal went to the group
         self.kill_at: Optional[float] = None     # when SIGKILL went to the group
         self.swept = False                       # escapees holding our pipes were ended
         self.timed_out: Optional[str] = None     # "timeout" | "idle"
@@ -3449,7 +3478,8 @@ class _Supervision:
     def terminate(self, now: float) -> None:
         self.pump.close_stdin()
         self.term_at = now
-        _signal_group(self.child.pid, signal.SIGTERM)
+        # (what is left once the child itself exited gets SIGTERM: its signal is its own)
+        _signal_group(self.child.pid, self.stop_signal if self.child.returncode is None else signal.SIGTERM)
 
     def kill(self, now: float) -> None:
         self.kill_at = now
@@ -3552,7 +3582,7 @@ class _Supervision:
                 self.child.wait(KILL_WAIT_SECONDS)  # an unkillable child must not hang rooda
         if self.subreaper:
             _terminate_escapees({self.child.pid}, self.grace, self.guard)
-        _HELPERS.watch(self.child.pid, False)
+        _HELPERS.watch(self.child.pid, None)
         code = self.child.returncode if self.child.returncode is not None else -signal.SIGKILL
         return AgentResult(exit_code=128 - code if code < 0 else code,
                            killed_by=signal_name(-code) if code < 0 else None,
@@ -3801,6 +3831,8 @@ def activity_words(kind: str, detail: str, seconds: float) -> str:
         return "retrying: " + detail
     if kind == "quiet":
         return "quiet " + format_duration(seconds)
+    if kind == "wait":  # (its moment is the wait's end: `seconds` counts up to it from below 0)
+        return "%s · %s left" % (detail, format_duration(max(-seconds, 0)))
     return "%s · %s" % (kind, format_duration(seconds))
 
 
@@ -5669,7 +5701,8 @@ class _Run:
             attempt.result = result = run_agent(
                 argv, attempt.prompt, env=env, cwd=plan.cwd, on_stdout=reader.on_stdout,
                 on_stderr=reader.on_stderr, guard=self.guard, ticker=ticker,
-                limits=Limits(timeout=plan.iteration_timeout, idle=plan.idle_timeout, grace=plan.kill_grace))
+                limits=Limits(timeout=plan.iteration_timeout, idle=plan.idle_timeout, grace=plan.kill_grace,
+                              stop_signal=cli.stop_signal if cli else signal.SIGTERM))
         finally:
             self.end_step()
         attempt.report = report = reader.finish(result)
@@ -5747,7 +5780,7 @@ class _Run:
         result, report, outcome = attempt.result, attempt.report, attempt.outcome
         assert result is not None and report is not None
         detail = progress.outcome(outcome)
-        if outcome in FAILING_OUTCOMES:
+        if outcome in FAILING_OUTCOMES and attempt.cause not in (CAUSE_AUTH, CAUSE_BILLING):  # (they stop)
             detail += ", consecutive: %d/%d" % (self.state.consecutive_failures, plan.failure_threshold)
         progress.info("Iteration %s completed in %s (%s)%s" % (
             attempt.label, format_duration(time.monotonic() - attempt.started), detail,
@@ -5794,7 +5827,10 @@ class _Run:
                 "; %s needs %s" % (cli.name, cli.login) if cli is not None else
                 "; check the agent's credentials (API key or login)"))
         if trouble is not None and trouble.kind == CAUSE_BILLING:
-            return self.stop(STOP_ERROR, "the agent's account cannot pay: " + _one_line(trouble.message, 300))
+            paid = self.agent.cli.paid_by(self.agent_env) if self.agent.cli else None
+            return self.stop(STOP_ERROR, "the agent's account cannot pay: %s; %s" % (
+                _one_line(trouble.message, 300), "%s pays (%s is set here): add credit there, or use another"
+                " login" % paid[::-1] if paid else "add credit to the account the agent uses"))
         state.previous = attempt
         if attempt.cause == CAUSE_AGENT and self.plan.on_failure_signal == "stop":
             return self.stop(STOP_HELP, "the agent signalled FAILURE: " + attempt.reason[1]
@@ -6620,14 +6656,12 @@ def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan:
     for level, applies, message in cli.pitfalls:
         if applies(agent.argv, env, in_repo) and not (verified and "`verify`" in message):
             report(level, "agent: " + message)
-    pairs = [pair.partition("=")[::2] for pair in cli.credentials.split("; ") if pair]
-    found = [(where, who) for where, who in pairs
-             if (os.path.exists(os.path.expanduser(where)) if where.startswith("~") else env.get(where))]
-    if found:
-        report("ok", "credentials: %s: %s pays" % (found[0][0], found[0][1]))
+    paid = cli.paid_by(env)
+    if paid:
+        report("ok", "credentials: %s: %s pays" % paid)
     elif cli.credentials:
         report("warning", "credentials: none of %s found; %s needs %s%s" % (
-            ", ".join(where for where, _ in pairs), cli.name, cli.login,
+            ", ".join(pair.partition("=")[0] for pair in cli.credentials.split("; ")), cli.name, cli.login,
             " (on macOS a login kept in the keychain is not seen here)" if sys.platform == "darwin" else ""))
     if plan is not None and plan.max_cost is not None:
         if not (OUTPUT_FORMATS.get(agent.format) or AgentFormat(decode=str)).reports_cost:
@@ -6924,7 +6958,7 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
         if not raw.strip():
             continue
         try:
-            event = json.loads(raw)
+            event = json.loads(raw, parse_float=_finite, parse_constant=_finite)
             name, moment = event["event"], parse_iso_time(event["time"])
             if not isinstance(name, str) or moment is None:
                 raise ValueError(name)

@@ -120,6 +120,16 @@ def fake_inhibit(tmp_path, monkeypatch):
     return record
 
 
+def fake_cli(tmp_path, monkeypatch, name):
+    """An executable called `name` on PATH that is the fake agent (a preset's CLI)."""
+    bin_dir = tmp_path / "cli-bin"
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / name
+    script.write_text('#!/bin/sh\nexec "%s" "%s" "$@"\n' % (sys.executable, FAKE_AGENT))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s%s%s" % (bin_dir, os.pathsep, os.environ["PATH"]))
+
+
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
     """An empty project directory as the current directory."""

@@ -31,6 +31,8 @@ A step is a mapping:
                                        start a child that sleeps; its pid goes to
                                        FAKE_AGENT_STATE/NAME (default bg-N.pid)
      {"ignore_term": true}             ignore SIGTERM from now on
+     {"term_goes_on": NAME}            on SIGTERM create FAKE_AGENT_STATE/NAME and go on (as
+                                       Claude Code does during a tool); SIGINT still ends it
      {"kill_self": SIGNUM}             die of a signal
   "exit":    the exit code (default 0)
 
@@ -150,6 +152,9 @@ def main():
                 stream.write(str(child.pid))
         elif "ignore_term" in action:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        elif "term_goes_on" in action:
+            marker = os.path.join(state, action["term_goes_on"])
+            signal.signal(signal.SIGTERM, lambda *_: open(marker, "w").close())
         elif "kill_self" in action:
             out.flush()
             os.kill(os.getpid(), action["kill_self"])

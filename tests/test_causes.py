@@ -9,7 +9,7 @@ import signal
 import pytest
 
 import rooda
-from conftest import (interrupt, procedure, progress_lines, replay, run_main, session_events, start_rooda,
+from conftest import (fake_cli, interrupt, procedure, progress_lines, replay, run_main, session_events, start_rooda,
                       write_config)
 
 
@@ -128,6 +128,21 @@ def test_an_account_that_cannot_pay_stops_after_one_iteration_with_exit_2_and_no
     [end] = ends(events)
     assert end["cause"] == "billing" and end["verify"] is None
     assert events[-1]["status"] == "error" and events[-1]["exit_code"] == 2
+
+
+def test_the_billing_stop_says_who_pays_and_counts_no_failure_streak(workspace, agent, capfd, tmp_path,
+                                                                     monkeypatch):
+    """(Found running the real Claude Code 2.1.197: the stop said neither.)"""
+    fake_cli(tmp_path, monkeypatch, "claude")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    agent.script(replay("claude-error-credit-400.jsonl", 1))
+    code, err, _ = run(capfd, agent, tmp_path, "-n", "5", "--ai-cmd", "claude -p --output-format stream-json")
+    assert code == 2
+    assert "Iteration 1/5 completed in D (failure)" in progress_lines(err)
+    assert progress_lines(err)[-1] == (
+        "ERROR: the agent's account cannot pay: Credit balance is too low; API billing (the Anthropic Console"
+        " account), not the Claude subscription pays (ANTHROPIC_API_KEY is set here): add credit there, or"
+        " use another login")
 
 
 def test_a_usage_limit_that_names_its_reset_is_a_limit_not_billing(workspace, agent, capfd, waits):

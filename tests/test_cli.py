@@ -178,12 +178,20 @@ def test_fragment_parameters(workspace, capfd):
     (["build", "--ai-cmd-alias", "cluade"], "unknown agent preset 'cluade' (from --ai-cmd-alias); did you mean 'claude'?"),
     (["build", "--ai-cmd", "'unbalanced"], "cannot parse the agent command from --ai-cmd"),
     (["build", "--color", "pink", "--ai-cmd", "x"], "--color must be auto, always or never"),
+    # issue 22 items 20-22: a command's own options only; an empty phase file or context
+    (["status", "--bogus"], "unknown option '--bogus'"),
+    (["status", "--jsn"], "unknown option '--jsn'; did you mean '--json'?"),
+    (["build", "--observe", "", "--ai-cmd", "x"], "--observe needs a file; an empty value names none"),
+    (["build", "--act=", "-d", "--ai-cmd", "x"], "--act needs a file; an empty value names none"),
+    (["build", "--context", "", "--ai-cmd", "x"], "--context needs some text (or @FILE); an empty one would"
+                                                  " add an empty section"),
 ])
 def test_usage_errors_exit_2_with_one_clear_line(workspace, capfd, args, message):
     code, out, err = run_main(capfd, *args)
     assert code == 2 and out == ""
     assert message in err.splitlines()[0]
     assert "Traceback" not in err
+    assert "did you mean" in message or "did you mean" not in err  # (never --verbose for status)
 
 
 def test_config_json_syntax_error_has_path_line_col_and_caret(workspace, capfd):

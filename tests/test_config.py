@@ -242,3 +242,12 @@ def test_loading_many_procedures_is_linear(workspace, capfd):
         return best
     ratio = list_time(5000) / list_time(500)
     assert ratio < 30, "10x the procedures took %.0fx the time (quadratic?)" % ratio
+
+
+def test_every_run_option_shows_in_config_with_the_flag_tier(workspace, capfd):
+    """Issue 22 item 13: `config build --max-cost 3 ...` shows the flags' values."""
+    shown = config_json(capfd, "build", "--max-cost", "3", "--verify", "make test", "--ai-format", "codex",
+                        "--timeout", "60", "--failure-threshold", "2")
+    for key, value in (("max_cost", 3), ("verify", "make test"), ("ai_format", "codex"),
+                       ("iteration_timeout", 60), ("failure_threshold", 2)):
+        assert shown["run." + key]["value"] == value and shown["run." + key]["tier"] == "flag", key

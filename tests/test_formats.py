@@ -390,3 +390,60 @@ def test_the_feedback_tail_of_a_structured_agent_is_bounded(workspace, agent, ca
     run_main(capfd, "build", "-n", "2", "--ai-cmd", agent.cmd, "--ai-format", "claude")
     section = agent.prompt(2).split("## PREVIOUS ITERATION")[1].split("## OBSERVE")[0]
     assert len(section) < 3000
+
+
+# --- issue 22: defects of revision 2, each once seen ------------------------------------
+
+def test_a_lone_surrogate_in_an_event_neither_ends_the_run_nor_its_logs(workspace, agent, capfd, tmp_path):
+    """Item 1: `"\\ud83d"` (half an emoji) is valid JSON that UTF-8 cannot encode."""
+    half = '{"type": "assistant", "message": {"content": [{"type": "text", "text": "half \\ud83d an emoji"}]}}\n'
+    tool = half.replace('"text", "text"', '"tool_use", "name": "Bash", "input": {"command": "echo \\ud83d"}, "x"')
+    step = {"actions": [{"out": half + tool + events_line(say("<promise>SUCCESS</promise> now"), OK_RESULT)}]}
+    code, _, err, events = run_stream(capfd, agent, tmp_path, [step], "claude", "-n", "2", "-v")
+    assert code == 0 and "Traceback" not in err, err
+    assert events[-1]["event"] == "session_end" and events[-1]["status"] == "completed"
+
+
+def test_token_counts_past_float_range_are_no_traceback(workspace, agent, capfd, tmp_path):
+    """Item 2: 1e308 tokens twice add up to infinity."""
+    huge = dict(OK_RESULT, usage={"input_tokens": 1e308, "output_tokens": 1e308})
+    code, _, err, events = run_stream(capfd, agent, tmp_path, [{"actions": [{"out": events_line(huge)}]}],
+                                      "claude", "-n", "2")
+    assert code == 0 and "Traceback" not in err, err
+    assert events[-1]["event"] == "session_end" and events[-1]["iterations"] == 2
+
+
+def test_ten_iterations_of_ten_cents_reach_a_one_dollar_budget(workspace, agent, capfd, tmp_path):
+    """Item 6: the float sum of ten 0.1s is 0.9999999999999999, which ran an eleventh."""
+    ten_cents = {"actions": [{"out": events_line(say("part"), dict(OK_RESULT, total_cost_usd=0.1))}]}
+    code, _, err, events = run_stream(capfd, agent, tmp_path, [ten_cents], "claude", "-n", "20",
+                                      "--max-cost", "1")
+    assert code == 0 and agent.calls == 10, err
+    assert "Completed: cost budget of $1.00 reached (10 iterations" in err
+    assert events[-1]["usage"]["cost_usd"] == 1.0
+
+
+@pytest.mark.parametrize("sample,judged", [("gemini.jsonl", "success"), ("copilot.jsonl", "completed")])
+def test_another_clis_stream_read_as_claude_is_text_with_a_warning(workspace, agent, capfd, tmp_path, sample,
+                                                                   judged):
+    """Item 15: any `{"type": "result"}` line passed for Claude output; the SUCCESS in
+    copilot's stream was never seen."""
+    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay(sample)], "claude", "-n", "1")
+    assert "WARNING: the agent's output held no claude events; it was judged as text" in err
+    assert [e["outcome"] for e in events if e["event"] == "iteration_end"] == [judged]
+
+
+def test_a_megabyte_heredoc_command_is_shown_from_a_bounded_prefix(workspace, agent, capfd, tmp_path,
+                                                                  monkeypatch):
+    """Item 18: shlex.split is quadratic on one long token; a 1 MB heredoc stalled the loop."""
+    import shlex
+
+    command = "/bin/bash -lc \"cat > big.txt <<'EOF'\n%s\nEOF\"" % ("x" * (1 << 20))
+    item = {"type": "item.started", "item": {"id": "1", "type": "command_execution", "command": command,
+                                             "status": "in_progress"}}
+    split, lengths = shlex.split, []
+    monkeypatch.setattr(shlex, "split", lambda text, *a, **k: lengths.append(len(text)) or split(text, *a, **k))
+    code, _, err, _ = run_stream(capfd, agent, tmp_path, [{"actions": [{"out": events_line(item)}]}], "codex",
+                                 "-n", "1")
+    assert lengths and max(lengths) <= 65536, lengths
+    assert "Traceback" not in err

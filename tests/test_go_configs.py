@@ -244,3 +244,13 @@ def test_the_readme_documents_the_whole_table():
                 rows[(cells[0], name)] = cells[2].split()[0].strip("`")
     assert rows == {(phase, name): shipped for phase, table in rooda.GO_BUILTIN_FRAGMENTS.items()
                     for name, shipped in table.items()}
+
+
+def test_a_null_parameter_is_an_empty_string(workspace, capfd):
+    """Issue 22 item 23: `area: null` is refused as a whole mapping no more."""
+    (workspace / "check.md").write_text("Check {{.area}} now.")
+    (workspace / "rooda-config.yml").write_text(
+        "procedures:\n  t:\n    observe:\n      - path: check.md\n        parameters:\n          area: null\n")
+    code, out, err = dry_run(capfd, "t")
+    assert code == 0, err
+    assert "## OBSERVE\nCheck  now." in out

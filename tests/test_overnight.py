@@ -3,26 +3,15 @@ keep-awake hold ends with it, `notify` tells of the end, `resume` goes on where 
 stopped, commits say what they are, the budget reaches the agent's own flag."""
 import os
 import signal
-import sys
 
 import pytest
 
-from conftest import (FAKE_AGENT, OK_RESULT, alive, events_line, git, interrupt, make_repo,
+from conftest import (OK_RESULT, fake_cli, alive, events_line, git, interrupt, make_repo,
                       procedure, replay, run_main, run_rooda, say, session_events, start_rooda, wait_until,
                       write_config)
 
 SUCCESS = {"actions": [{"out": "done\n<promise>SUCCESS</promise>\n"}]}
 HOLD = {"actions": [{"touch": "running"}, {"wait_for": "never"}]}
-
-
-def fake_cli(tmp_path, monkeypatch, name):
-    """An executable called `name` on PATH that is the fake agent (a preset's CLI)."""
-    bin_dir = tmp_path / "cli-bin"
-    bin_dir.mkdir(exist_ok=True)
-    script = bin_dir / name
-    script.write_text('#!/bin/sh\nexec "%s" "%s" "$@"\n' % (sys.executable, FAKE_AGENT))
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", "%s%s%s" % (bin_dir, os.pathsep, os.environ["PATH"]))
 
 
 def status(log_dir, *args):

@@ -18,7 +18,7 @@ import pytest
 import rooda
 
 from conftest import (ROODA, alive, group_members, process_state, progress_lines, release, run_main, run_rooda,
-                      interrupt, start_rooda, wait_until, write_config)
+                      fake_cli, interrupt, start_rooda, wait_until, write_config)
 
 # --- streaming ---------------------------------------------------------------------
 
@@ -66,6 +66,36 @@ def test_a_signal_ends_rooda_and_the_agent_group_with_128_plus_n(workspace, agen
     name = signal.Signals(signum).name
     assert progress_lines(err)[-1] == \
         "Interrupted by %s during iteration 1 (0 iterations completed, total: D)" % name
+
+
+@pytest.mark.parametrize("ending", ["ctrl-c", "timeout", "rooda killed"])
+def test_claude_is_stopped_with_sigint_for_on_sigterm_it_goes_on_working(workspace, agent, tmp_path,
+                                                                         monkeypatch, ending):
+    """Claude Code answers SIGTERM during a tool by asking the model for its next turn;
+    its catalogue row says SIGINT, and rooda, its timeout and its guardian send that."""
+    fake_cli(tmp_path, monkeypatch, "claude")
+    monkeypatch.setenv("ROODA_LOOP_KILL_GRACE", "30")
+    agent.script({"actions": [{"term_goes_on": "went-on"}, {"touch": "ready"}, {"sleep": 60}]})
+    more = ["--timeout", "1"] if ending == "timeout" else []
+    proc = start_rooda(agent, "-n", "1", "--ai-cmd", "claude -p", *more, cwd=workspace)
+    agent.wait_for("ready")
+    if ending == "ctrl-c":
+        took, _ = interrupt(proc, signal.SIGINT)
+        assert took < 1.0 and proc.returncode == -signal.SIGINT
+    elif ending == "rooda killed":
+        proc.kill()
+    assert wait_until(lambda: not alive(agent.pid(1)), timeout=10)
+    proc.wait(timeout=10)
+    assert not os.path.exists(os.path.join(agent.state, "went-on"))
+
+
+def test_another_agent_is_stopped_with_sigterm(workspace, agent, monkeypatch):
+    monkeypatch.setenv("ROODA_LOOP_KILL_GRACE", "0.5")
+    agent.script({"actions": [{"term_goes_on": "went-on"}, {"touch": "ready"}, {"sleep": 60}]})
+    proc = start_rooda(agent, "-n", "1", cwd=workspace)
+    agent.wait_for("ready")
+    interrupt(proc, signal.SIGINT)
+    assert os.path.exists(os.path.join(agent.state, "went-on")) and not alive(agent.pid(1))
 
 
 def test_the_shell_sees_130_after_ctrl_c(workspace, agent):
@@ -545,3 +575,42 @@ def test_run_agent_in_another_directory_leaves_the_callers_alone(tmp_path, monke
     seen = []
     rooda.run_agent(["pwd"], "", cwd="/", on_stdout=seen.append)
     assert b"".join(seen) == b"/\n" and os.getcwd() == str(tmp_path)
+
+
+# --- issue 22: defects of revision 2, each once seen ------------------------------------
+
+def test_huge_timeouts_are_no_overflow(workspace, agent, capfd):
+    """Item 8: `--timeout 99999999` (and a huge gate_timeout) raised `OverflowError:
+    timeout is too large` from select."""
+    write_config(workspace, {"loop": {"gate_timeout": 1e12, "idle_timeout": 1e15, "heartbeat": 0}})
+    agent.script({"actions": [{"sleep": 0.3}, {"out": "done\n"}]})  # quiet: a wait until the deadline
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--timeout", "99999999",
+                            "--verify", "sleep 0.3", "--max-time", "1e18")
+    assert code == 0 and "Traceback" not in err, err
+    assert "Iteration 1/1 completed in D (success)" in progress_lines(err)
+
+
+def test_rooda_own_line_that_overflows_a_stalled_stream_warns_without_deadlock(tmp_path, monkeypatch):
+    """Item 12: with -v and a reader that stopped reading stderr, the write that overflowed
+    the buffer was one of rooda's own lines; its warning took the line's (non-reentrant)
+    lock again: deadlock, and SIGTERM ignored ever after."""
+    monkeypatch.setattr(rooda, "OUTLET_BUFFER_BYTES", 4096)
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        while True:
+            os.write(write_end, b"x" * 4096)  # the pipe full, and never read
+    except BlockingIOError:
+        os.set_blocking(write_end, True)
+    err = rooda.Outlet(os.fdopen(write_end, "w"), "stderr")
+    progress = rooda.Progress(err)
+    err.on_trouble = progress.warn
+    err.write(b"y" * 4000)  # the buffer all but full: the next line of rooda's overflows it
+    writer = threading.Thread(target=progress.info, args=("a line of rooda's own " + "." * 200,), daemon=True)
+    writer.start()
+    writer.join(10)
+    try:
+        assert not writer.is_alive(), "deadlocked"
+        assert err.dropped > 0
+    finally:
+        os.close(read_end)

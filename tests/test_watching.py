@@ -11,8 +11,8 @@ import subprocess
 import sys
 import time
 
-from conftest import (OK_RESULT, ROODA, events_line, interrupt, make_repo, procedure, release, run_main,
-                      run_rooda, say, start_rooda, wait_until, write_config)
+from conftest import (OK_RESULT, ROODA, events_line, interrupt, make_repo, procedure, process_state, release,
+                      run_main, run_rooda, say, start_rooda, wait_until, write_config)
 
 
 def screen(raw):
@@ -32,7 +32,7 @@ def screen(raw):
     return lines + ([current] if current else [])
 
 
-def start_in_terminal(agent, *args, cwd, columns=None):
+def start_in_terminal(agent, *args, cwd, columns=None, term="xterm"):
     """rooda with stdout and stderr on a pseudo-terminal; (process, master fd)."""
     import struct
     import termios
@@ -41,7 +41,7 @@ def start_in_terminal(agent, *args, cwd, columns=None):
     if columns:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     env = dict(os.environ, **agent.env)
-    env["TERM"] = "xterm"
+    env["TERM"] = term
     proc = subprocess.Popen([sys.executable, ROODA, "build", "--ai-cmd", agent.cmd] + list(args),
                             cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
     os.close(slave)
@@ -390,3 +390,106 @@ def test_a_narrow_status_line_keeps_what_is_under_way_and_counts_wide_characters
     wide = rooda._fit("iteration 1/1 · 1.0s · 1 tool call · → Bash: echo 你好世界你好世界你好世界 · 2s", 40)
     columns = sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in wide)
     assert wide.startswith("iteration 1/1 · → Bash: echo 你好") and columns <= 40
+
+
+def test_status_counts_a_wait_down(workspace, agent, tmp_path):
+    """(Found running the real Claude Code: `now  wait · 0.0s` stood still for the
+    whole outage wait.)"""
+    logs = tmp_path / "logs"
+    proc = start_rooda(agent, "-n", "2", "--delay", "200", "--log-dir", logs, cwd=workspace)
+    try:
+        shown = wait_until(lambda: re.search(r"now         waiting before iteration 2 · (\d+)m(\d\d)s left",
+                                             status(workspace, "--log-dir", logs)[1]))
+        assert shown and 150 <= int(shown.group(1)) * 60 + int(shown.group(2)) <= 200, shown
+    finally:
+        interrupt(proc)
+
+
+# --- issue 22: defects of revision 2, each once seen ------------------------------------
+
+def test_term_dumb_on_a_terminal_gets_heartbeats_and_no_escape_at_all(workspace, agent):
+    """Items 4 and 17: TERM=dumb had neither a status line nor a heartbeat, and `--color
+    auto` still wrote colour."""
+    write_config(workspace, {"loop": {"heartbeat": 0.5}})
+    agent.script({"actions": [{"out": "thinking\n"}, {"wait_for": "release"}], "exit": 1})
+    proc, master = start_in_terminal(agent, "-n", "1", cwd=workspace, term="dumb")
+    seen = []
+    try:
+        assert read_until(master, seen, lambda text: text.count("still running") >= 2), "".join(seen)
+        release(agent)
+        read_until(master, seen, lambda text: "Log: " in text)
+        proc.wait(timeout=30)
+    finally:
+        release(agent)
+        os.close(master)
+    raw = "".join(seen)
+    assert "Iteration 1/1 completed in" in raw and "\x1b" not in raw and "\r\n\r" not in raw
+
+
+def test_the_heartbeat_counts_from_the_last_line_across_steps(workspace, agent):
+    """Item 14: each step restarted the count: steps of 1.2 s each under a 2 s heartbeat
+    left 3.6 s without a line."""
+    make_repo(workspace)
+    hook = workspace / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\nsleep 1.2\n")
+    hook.chmod(0o755)
+    procedure(workspace, verify="sleep 1.2", git={"commit": True})
+    agent.script({"actions": [{"write_file": "a.txt", "text": "a"}, {"sleep": 1.2}]})
+    proc = run_rooda("p", "-n", "1", "--ai-cmd", agent.cmd, cwd=workspace, env=dict(
+        agent.env, ROODA_LOOP_HEARTBEAT="2"))
+    assert proc.returncode == 0, proc.stderr
+    assert b"still running" in proc.stderr, proc.stderr
+
+
+def test_a_killed_run_not_yet_reaped_is_died(workspace, agent, tmp_path):
+    """Item 16: a zombie's pid still answers kill(pid, 0)."""
+    logs = tmp_path / "logs"
+    agent.script({"actions": [{"touch": "ready"}, {"sleep": 60}]})
+    proc = start_rooda(agent, "-n", "1", "--log-dir", logs, cwd=workspace)
+    agent.wait_for("ready")
+    proc.kill()
+    assert wait_until(lambda: process_state(proc.pid) == "Z")
+    try:
+        assert status_json(workspace, logs)["state"] == "died"
+    finally:
+        proc.wait()
+
+
+def test_a_number_out_of_range_skips_its_line_in_status_and_status_all(workspace, tmp_path):
+    """Item 19: `1e400` parses as infinity, and int() of it raised OverflowError."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "session-20261124-100000.jsonl").write_text(
+        '{"event": "session_start", "time": "2026-11-24T10:00:00.000Z", "procedure": "build", "pid": 999999999}\n'
+        '{"event": "iteration_end", "time": "2026-11-24T10:01:00.000Z", "iteration": 1, "outcome": "success",'
+        ' "usage": {"input_tokens": 1e400, "cost_usd": 1e400}}\n'
+        '{"event": "session_end", "time": "2026-11-24T10:02:00.000Z", "iterations": 1e400, "seconds": 1e400,'
+        ' "status": "completed", "exit_code": 0}\n')
+    for args in ((), ("--all",), ("--json",), ("--all", "--json")):
+        code, out, err = status(workspace, "--log-dir", logs, *args)
+        assert code == 0 and "Traceback" not in err and out, (args, err)
+    summary = status_json(workspace, logs)
+    assert summary["skipped_lines"] == 2 and summary["state"] == "died"
+
+
+def test_a_status_line_with_wide_characters_fits_the_terminal(workspace, agent):
+    """Item 3: a tool call with CJK text made the line 77 columns wide on 70: it wrapped."""
+    import unicodedata
+
+    wide = {"type": "assistant", "message": {"content": [
+        {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "echo " + "你好世界" * 10}}]}}
+    agent.script({"actions": [{"out": events_line(wide)}, {"wait_for": "release"},
+                              {"out": events_line(say("<promise>SUCCESS</promise> done"), OK_RESULT)}]})
+    proc, master = start_in_terminal(agent, "-n", "1", "--ai-format", "claude", cwd=workspace, columns=70)
+    seen = []
+    try:
+        assert read_until(master, seen, lambda text: "→ Bash: echo 你好" in text), "".join(seen)
+        release(agent)
+        read_until(master, seen, lambda text: "Log: " in text)
+        proc.wait(timeout=30)
+    finally:
+        release(agent)
+        os.close(master)
+    drawn = [line for line in re.findall(r"\r\x1b\[K([^\r\n]+)", "".join(seen)) if "→ Bash" in line]
+    columns = [sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line) for line in drawn]
+    assert drawn and max(columns) <= 69, drawn
