@@ -2,6 +2,7 @@
 ignored logs/, --log-dir . at the top and in a sub-directory project, hooks, submodules,
 a bare remote; and HEAD read from the repository's files (issue 15)."""
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -57,6 +58,28 @@ def test_commits_in_the_vendored_layout_with_its_ignored_log_directory(tmp_path,
     assert os.listdir(str(project / ".rooda" / "logs")), "the logs went elsewhere"
     assert not [path for path in tracked(project) if path.startswith(".rooda/logs")]
     assert git(project, "status", "--porcelain") == ""
+
+
+def test_the_readmes_overnight_recipe_as_written_leaves_the_work_tree_clean(tmp_path, agent):
+    """The recipe once made the commit gate commit nohup.out every iteration (issue 20)."""
+    from conftest import ROOT
+
+    with open(os.path.join(ROOT, "README.md")) as stream:
+        block = stream.read().split("## Leaving it overnight\n\n```sh\n", 1)[1].split("# in the morning", 1)[0]
+    recipe = block.split("\n", 1)[1].replace("\\\n", " ").strip()  # after doctor, joined
+    assert recipe.startswith("mkdir -p .rooda/logs") and " nohup python3 .rooda/rooda.py build " in recipe
+    recipe = recipe.replace("python3 .rooda/rooda.py build", "%s .rooda/rooda.py p --ai-cmd %s" % (
+        sys.executable, shlex.quote(agent.cmd))).rstrip("&").strip()
+    project = vendored_project(tmp_path, git={"commit": True})
+    agent.script(writes("a.txt", "a"), writes("b.txt", "b", *SUCCESS["actions"]))
+    env = dict(os.environ, **agent.env)
+    env.pop("ROODA_LOOP_LOG_DIR")
+    done = subprocess.run(["sh", "-c", recipe], cwd=str(project), env=env, timeout=60)
+    assert done.returncode == 0
+    assert "Completed: agent signalled SUCCESS" in (project / ".rooda" / "logs" / "nohup.out").read_text()
+    assert commits(project)[:2] == ["p 2: done", "p 1: iteration 1"]
+    assert git(project, "status", "--porcelain") == ""
+    assert not [path for path in tracked(project) if "nohup" in path]
 
 
 # --- 2. --log-dir . ------------------------------------------------------------------
