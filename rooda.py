@@ -63,9 +63,7 @@ if TYPE_CHECKING:  # annotations only; never imported at run time (start-up cost
                         TextIO, Tuple)
 
 
-# ----------------------------------------------------------------------
-# 1. Header and constants
-# ----------------------------------------------------------------------
+# ==== 1. Header and constants =========================================
 
 # Where rooda.py lives: the shipped config, prompts/ and the built-in log_dir resolve here.
 # The real path: through a symlink (`ln -s .../rooda.py ~/bin/rooda`) it is still the
@@ -131,9 +129,7 @@ PROMPT_FILE_TOKEN = "{prompt_file}"
 PROMPT_TOKEN = "{prompt}"
 
 
-# ----------------------------------------------------------------------
-# 2. Errors
-# ----------------------------------------------------------------------
+# ==== 2. Errors =======================================================
 
 class RoodaError(Exception):
     """A mistake or a failed precondition that ends rooda with a message and an exit code."""
@@ -172,8 +168,7 @@ class ConfigError(RoodaError):
             where = [str(part) for part in (path, line, col) if part is not None]
             out.append("%s: %s" % (":".join(where), message) if where else message)
             if source is not None and col is not None:
-                out.append("  " + source.rstrip("\n"))
-                out.append("  " + " " * (col - 1) + "^")
+                out += ["  " + source.rstrip("\n"), "  " + " " * (col - 1) + "^"]
         return out
 
     def __str__(self) -> str:
@@ -189,9 +184,7 @@ class Interrupted(Exception):
         self.signum = signum
 
 
-# ----------------------------------------------------------------------
-# 3. Utilities
-# ----------------------------------------------------------------------
+# ==== 3. Utilities ====================================================
 # Every formatter of the file, small helpers, and the immutable Record. Module-level
 # caches are listed in the "Internal state" block at the end of this part.
 
@@ -202,9 +195,7 @@ def format_duration(seconds: float) -> str:
     whole = int(round(seconds))  # 59.96 is 1m00s, not 0m59s
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
-    if hours:
-        return "%dh%02dm%02ds" % (hours, minutes, secs)
-    return "%dm%02ds" % (minutes, secs)
+    return "%dh%02dm%02ds" % (hours, minutes, secs) if hours else "%dm%02ds" % (minutes, secs)
 
 
 def format_budget(seconds: float) -> str:
@@ -246,8 +237,7 @@ def format_cost(usd: float) -> str:
 def iso_time(moment: Optional[float] = None) -> str:
     """ISO 8601 UTC with milliseconds: 2026-11-22T10:00:00.123Z."""
     moment = time.time() if moment is None else moment
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment)) + ".%03dZ" % (
-        int(moment * 1000) % 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment)) + ".%03dZ" % (int(moment * 1000) % 1000)
 
 
 def parse_iso_time(text: object) -> Optional[float]:
@@ -304,9 +294,7 @@ def _type_name(value: object) -> str:
 
 def _scalar_text(value: object) -> str:
     """A scalar as text, the way a config file spells it (true, 3, 2.5)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 def _tee(*sinks: Optional[Callable[[bytes], None]]) -> Optional[Callable[[bytes], None]]:
@@ -418,6 +406,20 @@ class Ticker:
             self.callback()
 
 
+class _suppress:
+    """`with _suppress(OSError): ...` ignores those errors: contextlib.suppress, whose import
+    would cost start-up."""
+
+    def __init__(self, *kinds: type) -> None:
+        self.kinds = kinds
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, kind: Optional[type], *rest: object) -> bool:
+        return kind is not None and issubclass(kind, self.kinds)
+
+
 def plural(count: int, word: str) -> str:
     """`1 iteration`, `2 iterations`."""
     return "%d %s%s" % (count, word, "" if count == 1 else "s")
@@ -525,9 +527,7 @@ def cached_read(kind: str, path: str, read: Callable[[str], Any]) -> Any:
     return value
 
 
-# ----------------------------------------------------------------------
-# 4. YAML subset loader
-# ----------------------------------------------------------------------
+# ==== 4. YAML subset loader ===========================================
 # rooda reads rooda-config.yml without PyYAML; load_yaml's docstring is the grammar.
 
 _YAML_UNSUPPORTED = "are not supported by rooda's YAML subset"
@@ -635,8 +635,7 @@ class YamlSubsetParser:
         if end is not None:
             text = self.lines[end].rstrip()
             if text == "---" or text.startswith("--- "):
-                raise self.refuse("several documents", "keep one (a single leading '---' is fine)",
-                                  end, 0)
+                raise self.refuse("several documents", "keep one (a single leading '---' is fine)", end, 0)
             if text == "...":
                 self.index += 1
                 following = self.next_content()
@@ -657,7 +656,7 @@ class YamlSubsetParser:
         if self.split_key(index, indent) is not None:
             return self.parse_mapping(indent, key_path)
         self.index += 1
-        return self.parse_inline(content, index, indent, indent - 1, key_path)
+        return self.parse_inline(content, index, indent, indent - 1)
 
     def next_in_block(self, indent: int, what: str) -> Optional[int]:
         """The next content line of the block at `indent`, None where the block ends; a
@@ -675,7 +674,6 @@ class YamlSubsetParser:
 
     def parse_mapping(self, indent: int, key_path: tuple) -> dict:
         result: dict = {}
-        first_line: Dict[str, int] = {}
         while True:
             index = self.next_in_block(indent, "keys of this mapping")
             if index is None:
@@ -690,13 +688,13 @@ class YamlSubsetParser:
             if split is None:
                 raise self.error("expected 'key: value'", index, indent)
             key, rest, rest_col = split
-            if key in first_line:
+            path = key_path + (key,)
+            if key in result:
                 raise self.error("duplicate key '%s' (first defined on line %d)"
-                                 % (key, first_line[key]), index, indent)
-            first_line[key] = index + 1
-            self.positions[key_path + (key,)] = (index + 1, indent + 1)
+                                 % (key, self.positions[path][0]), index, indent)
+            self.positions[path] = (index + 1, indent + 1)
             self.index = index + 1
-            result[key] = self.parse_value(rest, index, rest_col, indent, key_path + (key,))
+            result[key] = self.parse_value(rest, index, rest_col, indent, path)
         return result
 
     def parse_sequence(self, indent: int, key_path: tuple) -> list:
@@ -728,7 +726,7 @@ class YamlSubsetParser:
                 items.append(self.parse_block(item_col, item_path))
             else:
                 self.index = index + 1
-                items.append(self.parse_inline(rest, index, item_col, indent, item_path))
+                items.append(self.parse_inline(rest, index, item_col, indent))
         return items
 
     def parse_nested(self, parent_indent: int, key_path: tuple,
@@ -745,20 +743,18 @@ class YamlSubsetParser:
             return self.parse_sequence(current, key_path)
         return None
 
-    def parse_value(self, rest: str, index: int, col: int, parent_indent: int,
-                    key_path: tuple) -> object:
+    def parse_value(self, rest: str, index: int, col: int, parent_indent: int, key_path: tuple) -> object:
         """The value after `key:`: on the same line, or the block below it."""
         if not rest or rest.startswith("#"):
             return self.parse_nested(parent_indent, key_path, allow_same_indent_sequence=True)
         if _is_item(rest):
             raise self.error("a sequence cannot start on its key's line; put '- item' on the"
                              " next line", index, col)
-        return self.parse_inline(rest, index, col, parent_indent, key_path)
+        return self.parse_inline(rest, index, col, parent_indent)
 
     # -- values on one line -------------------------------------------------------------
 
-    def parse_inline(self, text: str, index: int, col: int, parent_indent: int,
-                     key_path: tuple) -> object:
+    def parse_inline(self, text: str, index: int, col: int, parent_indent: int) -> object:
         """A value that starts at line `index`, column `col`; self.index is past its line."""
         first = text[:1]
         if first in _YAML_REFUSED:
@@ -773,10 +769,8 @@ class YamlSubsetParser:
             value, end = self.parse_quoted(text, 0, index, col)
             self.expect_end(text, end, index, col, "the quoted string")
             return value
-        if first in ("@", "`"):
+        if first in ("@", "`", "%"):
             raise self.error("'%s' cannot start a plain value; quote the value" % first, index, col)
-        if first == "%":
-            raise self.error("'%' cannot start a plain value; quote the value", index, col)
         if text.startswith("? ") or text == "?":
             raise self.refuse("complex keys (? key)", "use a plain or quoted key", index, col)
         plain = self.plain_text(text, index, col)
@@ -809,22 +803,13 @@ class YamlSubsetParser:
         if len(parts) == 1:
             return _yaml_plain_value(plain)
         folded = parts[0]
-        for part in parts[1:]:
-            if part.startswith("\n"):
-                folded += part
-            elif folded.endswith("\n"):
-                folded += part
-            else:
-                folded += " " + part
+        for part in parts[1:]:  # a blank line is a line break; else a space joins the lines
+            folded += part if part.startswith("\n") or folded.endswith("\n") else " " + part
         return folded
 
     def plain_text(self, text: str, index: int, col: int) -> str:
         """A plain scalar's text on one line: up to a comment; ': ' inside is an error."""
-        end = len(text)
-        position = text.find(" #")
-        if position >= 0:
-            end = position
-        value = text[:end].rstrip(" \t")
+        value = text.split(" #", 1)[0].rstrip(" \t")
         colon = value.find(": ")
         if colon >= 0 or value.endswith(":"):
             at = colon if colon >= 0 else len(value) - 1
@@ -836,29 +821,22 @@ class YamlSubsetParser:
         rest = text[end:]
         stripped = rest.lstrip(" \t")
         if stripped and not (stripped.startswith("#") and stripped != rest):
-            raise self.error("unexpected text after %s" % what, index,
-                             col + end + len(rest) - len(stripped))
+            raise self.error("unexpected text after %s" % what, index, col + end + len(rest) - len(stripped))
 
     def parse_quoted(self, text: str, start: int, index: int, col: int) -> Tuple[str, int]:
         """A quoted scalar at text[start]; (value, index after the closing quote)."""
         quote = text[start]
         position = start + 1
-        out = []
+        out: List[str] = []
         while position < len(text):
             char = text[position]
-            if quote == "'":
-                if char == "'":
-                    if text[position + 1:position + 2] == "'":
-                        out.append("'")
-                        position += 2
-                        continue
-                    return "".join(out), position + 1
-                out.append(char)
-                position += 1
-                continue
-            if char == '"':
+            if char == quote and (quote == '"' or text[position + 1:position + 2] != "'"):
                 return "".join(out), position + 1
-            if char == "\\":
+            if char == quote:  # '' inside single quotes is one quote
+                out.append("'")
+                position += 2
+                continue
+            if char == "\\" and quote == '"':
                 code = text[position + 1:position + 2]
                 if code in _YAML_ESCAPES:
                     out.append(_YAML_ESCAPES[code])
@@ -943,14 +921,9 @@ class YamlSubsetParser:
                 value, position, _ = scalar(position + 1, ",}")
                 mapping[key] = value
             position = skip_spaces(position)
-            if position < len(text) and text[position] == ",":
+            if text[position:position + 1] == ",":
                 position += 1
-            elif position < len(text) and text[position] == closing:
-                continue
-            elif position >= len(text) or text[position] == "#":
-                raise self.refuse("multi-line flow collections", "close the bracket on the same"
-                                  " line, or use block style ('- item')", index, col)
-            else:
+            elif text[position:position + 1] not in ("", "#", closing):  # (those: at the loop's top)
                 raise self.error("expected ',' or '%s'" % closing, index, col + position)
         return (items if opening == "[" else mapping), position
 
@@ -963,8 +936,7 @@ class YamlSubsetParser:
             if char in "-+" and chomp == "clip":
                 chomp = "strip" if char == "-" else "keep"
             elif char.isdigit():
-                raise self.refuse("indentation indicators (|2)", "indent the text consistently",
-                                  index, col)
+                raise self.refuse("indentation indicators (|2)", "indent the text consistently", index, col)
             else:
                 raise self.error("unexpected '%s' after '%s'" % (char, style), index, col)
         lines: List[str] = []
@@ -978,15 +950,13 @@ class YamlSubsetParser:
                 position += 1
                 continue
             current = len(line) - len(line.lstrip(" "))
+            if block_indent is None and current <= parent_indent:
+                break
+            if line[current:current + 1] == "\t" and (block_indent is None or current < block_indent):
+                raise self.error("tab in indentation; indent with spaces", position, current)
             if block_indent is None:
-                if current <= parent_indent:
-                    break
-                if line[current:current + 1] == "\t":
-                    raise self.error("tab in indentation; indent with spaces", position, current)
                 block_indent = current
             elif current < block_indent:
-                if line[current:current + 1] == "\t" and current < block_indent:
-                    raise self.error("tab in indentation; indent with spaces", position, current)
                 break
             lines.append(line[block_indent:])
             position += 1
@@ -1000,30 +970,20 @@ class YamlSubsetParser:
         if style == "|":
             text = "\n".join(lines)
         else:
-            text = ""
-            previous = None
-            empties = 0
+            text, previous, empties = "", None, 0
             for line in lines:
                 if line == "":
                     empties += 1
                     continue
                 if previous is None:
                     text += "\n" * empties + line
-                else:
+                else:  # a lone break between two lines not more indented folds into a space
                     normal = not previous.startswith((" ", "\t")) and not line.startswith((" ", "\t"))
-                    if empties == 0:
-                        text += (" " if normal else "\n") + line
-                    else:
-                        text += "\n" * (empties if normal else empties + 1) + line
-                previous = line
-                empties = 0
+                    text += ("\n" * (empties + (0 if normal else 1)) or " ") + line
+                previous, empties = line, 0
         if not lines:
             return "\n" * trailing if chomp == "keep" else ""
-        if chomp == "strip":
-            return text
-        if chomp == "keep":
-            return text + "\n" + "\n" * trailing
-        return text + "\n"
+        return text + {"strip": "", "clip": "\n", "keep": "\n" * (trailing + 1)}[chomp]
 
     def split_key(self, index: int, col: int) -> Optional[Tuple[str, str, int]]:
         """(key, the rest after ':', its column) when the text at col is `key: ...`."""
@@ -1047,17 +1007,11 @@ class YamlSubsetParser:
                 if text[0] in _YAML_REFUSED and ":" in text:
                     raise self.refuse_marker(text[0], index, col)
                 return None
-            position = 0
-            while True:
-                position = text.find(":", position)
-                if position < 0:
-                    return None
-                comment = text.find(" #")
-                if 0 <= comment < position:
-                    return None
-                if position + 1 == len(text) or text[position + 1] in " \t":
-                    break
-                position += 1
+            colon = re.search(r":(?=[ \t]|$)", text)  # the first ':' that ends a key
+            comment = text.find(" #")
+            if colon is None or 0 <= comment < colon.start():
+                return None
+            position = colon.start()
             key = text[:position].rstrip(" \t")
             if not key:
                 return None
@@ -1098,9 +1052,7 @@ def load_yaml(text: str, path: str = "<string>") -> object:
     return YamlSubsetParser(text, path).parse()
 
 
-# ----------------------------------------------------------------------
-# 5. Agent CLIs
-# ----------------------------------------------------------------------
+# ==== 5. Agent CLIs ===================================================
 # Everything rooda knows about one agent CLI is one row of AGENT_CLIS below: its preset
 # command and environment, the flags of its structured output mode, its login, its
 # known pitfalls, and its own words for limits and failed credentials. How a structured
@@ -1138,8 +1090,7 @@ def tool_event(name: object, detail: str) -> tuple:
     return (EV_TOOL, str(name or "tool"), detail)
 
 
-def tool_result_event(output: str, failed: bool, exit_code: object = None,
-                      message: object = None) -> tuple:
+def tool_result_event(output: str, failed: bool, exit_code: object = None, message: object = None) -> tuple:
     """A tool's result: its size, and for a failure its first line and exit code."""
     said = _one_line(message or output) if failed else ""
     return (EV_TOOL_RESULT, len(output), failed, said, exit_code if isinstance(exit_code, int) else None)
@@ -1185,10 +1136,8 @@ def result_event(ok: bool, text: Optional[str] = None) -> tuple:
 
 def _tool_detail(arguments: object) -> str:
     """The most telling argument of a tool call: command, path, pattern, URL, query."""
-    if not isinstance(arguments, dict):
-        return ""
     for key in _TELLING_ARGUMENTS:
-        value = arguments.get(key)
+        value = _mapping(arguments).get(key)
         if isinstance(value, list) and value and all(isinstance(part, str) for part in value):
             value = " ".join(value)
         if isinstance(value, str) and value.strip():
@@ -1208,20 +1157,16 @@ def _unwrap_shell(command: object) -> str:
             return _one_line(command)
     else:
         return ""
-    if len(argv) == 3 and os.path.basename(argv[0]) in ("bash", "sh", "zsh") and \
-            argv[1] in ("-c", "-lc"):
-        return _one_line(argv[2])
-    return _one_line(" ".join(argv))
+    shell = len(argv) == 3 and os.path.basename(argv[0]) in ("bash", "sh", "zsh") and argv[1] in ("-c", "-lc")
+    return _one_line(argv[2] if shell else " ".join(argv))
 
 
 def _text_of(content: object) -> str:
     """A tool result's content: a string, or a list of {type: text, text} blocks."""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        return "\n".join(block.get("text", "") for block in content
-                         if isinstance(block, dict) and isinstance(block.get("text"), str))
-    return ""
+    return "\n".join(block["text"] for block in _list(content)
+                     if isinstance(block, dict) and isinstance(block.get("text"), str))
 
 
 class AgentFormat(Record):
@@ -1258,15 +1203,19 @@ def skim_claude(line: bytes) -> Optional[list]:
     return None
 
 
+def _claude_tokens(usage: dict) -> Dict[str, Any]:
+    """The token counts of Claude's `usage`, by rooda's names."""
+    return {"input_tokens": _number(usage.get("input_tokens")),
+            "output_tokens": _number(usage.get("output_tokens")),
+            "cache_read_tokens": _number(usage.get("cache_read_input_tokens")),
+            "cache_write_tokens": _number(usage.get("cache_creation_input_tokens"))}
+
+
 def _claude_result(event: dict) -> list:
     """Claude's run-ending `result`: usage, cost and model, then the verdict."""
     usage = _mapping(event.get("usage"))
-    figures: Dict[str, Any] = {
-        "input_tokens": _number(usage.get("input_tokens")),
-        "output_tokens": _number(usage.get("output_tokens")),
-        "cache_read_tokens": _number(usage.get("cache_read_input_tokens")),
-        "cache_write_tokens": _number(usage.get("cache_creation_input_tokens")),
-        "cost_usd": _number(event.get("total_cost_usd")), "turns": _number(event.get("num_turns"))}
+    figures = dict(_claude_tokens(usage), cost_usd=_number(event.get("total_cost_usd")),
+                   turns=_number(event.get("num_turns")))
     models = event.get("modelUsage")
     if isinstance(models, dict) and models:
         figures["model"] = ", ".join(models)
@@ -1300,12 +1249,7 @@ def decode_claude(event: dict) -> Optional[list]:
             return [error_event(" ".join(texts) or str(event["error"]), None, str(event["error"]))]
         message = _mapping(event.get("message"))
         usage = _mapping(message.get("usage"))
-        events: list = [usage_event({
-            "input_tokens": _number(usage.get("input_tokens")),
-            "output_tokens": _number(usage.get("output_tokens")),
-            "cache_read_tokens": _number(usage.get("cache_read_input_tokens")),
-            "cache_write_tokens": _number(usage.get("cache_creation_input_tokens"))},
-            "partial", message.get("id"))] if usage else []
+        events: list = [usage_event(_claude_tokens(usage), "partial", message.get("id"))] if usage else []
         for block in blocks:
             if block.get("type") == "text" and isinstance(block.get("text"), str):
                 if event.get("parent_tool_use_id"):
@@ -1505,10 +1449,6 @@ def decode_opencode(event: dict) -> Optional[list]:
 AGENT_FORMATS = ("text",) + tuple(OUTPUT_FORMATS)
 
 
-def _as_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0
-
-
 class AgentCLI(Record):
     """One agent CLI: everything rooda knows about it (SPEC 9, 12, 13, 17)."""
 
@@ -1559,8 +1499,8 @@ AGENT_CLIS = (
         # SIGINT ends the turn and the tools.
         stop_signal=signal.SIGINT,
         pitfalls=(
-            ("error", lambda argv, env, repo: _as_root() and env.get("IS_SANDBOX") != "1" and
-             "skip-permissions" in " ".join(argv),
+            ("error", lambda argv, env, repo: hasattr(os, "geteuid") and os.geteuid() == 0 and
+             env.get("IS_SANDBOX") != "1" and "skip-permissions" in " ".join(argv),
              "claude refuses --dangerously-skip-permissions as root; run as another user, or set"
              " IS_SANDBOX=1 inside a sandbox"),
             ("warning", lambda argv, env, repo: True,
@@ -1684,9 +1624,8 @@ def infer_format(argv: Sequence[str]) -> Optional[str]:
         return None
     for flag, value in cli.stream_flags:
         for index, part in enumerate(argv):
-            if value is None and part == flag:
-                return cli.stream_format
-            if part == "%s=%s" % (flag, value) or (part == flag and argv[index + 1:index + 2] == [value]):
+            if part == "%s=%s" % (flag, value) or (
+                    part == flag and (value is None or argv[index + 1:index + 2] == [value])):
                 return cli.stream_format
     return None
 
@@ -1696,9 +1635,7 @@ def preset_format(cli: AgentCLI) -> str:
     return infer_format(cli.command.split()) or "text"
 
 
-# ----------------------------------------------------------------------
-# 6. Settings
-# ----------------------------------------------------------------------
+# ==== 6. Settings =====================================================
 # Every loop setting is one row of SETTINGS: its key, built-in default, check, whether a
 # procedure may set it too, and its command-line option. The built-in tier, both
 # schemas, the ROODA_LOOP_* tier, the argparse options, the plan of a run and the
@@ -1731,11 +1668,9 @@ class _Number:
         """A flag's value, or a UsageError in the flag's words."""
         value: Optional[float] = None
         for kind in (int, float) if not self.whole else (int,):
-            try:
+            with _suppress(ValueError):
                 value = kind(text)
                 break
-            except ValueError:
-                pass
         if value is None or self(value) is not None:
             raise UsageError("%s must be %s %s, not '%s'" % (
                 option, "a whole number" if self.whole else "a number", self.bound, text))
@@ -1775,11 +1710,8 @@ def _v_optional(check: Callable[[object], Optional[str]]) -> Callable[[object], 
 
 
 def _v_command(value: object) -> Optional[str]:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        return "must be a non-empty command string"
-    return None
+    fine = value is None or (isinstance(value, str) and value.strip())
+    return None if fine else "must be a non-empty command string"
 
 
 def _v_env(value: object) -> Optional[str]:
@@ -1810,10 +1742,8 @@ def _v_mapping(example: str, fields: Dict[str, Callable[[object], Optional[str]]
 
 
 def _v_strings(value: object) -> Optional[str]:
-    if not isinstance(value, list) or not value or not all(
-            isinstance(s, str) and s.strip() for s in value):
-        return "must be a non-empty list of non-empty strings"
-    return None
+    fine = isinstance(value, list) and value and all(isinstance(s, str) and s.strip() for s in value)
+    return None if fine else "must be a non-empty list of non-empty strings"
 
 
 def _v_list(check: Callable[[object], Optional[str]]) -> Callable[[object], Optional[str]]:
@@ -1826,9 +1756,8 @@ def _v_list(check: Callable[[object], Optional[str]]) -> Callable[[object], Opti
 
 
 def _v_paths(value: object) -> Optional[str]:
-    if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
-        return "must be a list of paths"
-    return None
+    fine = isinstance(value, list) and all(isinstance(p, str) and p for p in value)
+    return None if fine else "must be a list of paths"
 
 
 class Setting(Record):
@@ -1914,10 +1843,12 @@ SETTING = {setting.key: setting for setting in SETTINGS}
 # Tier 1, "built-in": every other tier overrides these.
 BUILTIN_LOOP = {setting.key: setting.default for setting in SETTINGS}
 LOOP_SCHEMA = {setting.key: setting.check for setting in SETTINGS}
-# A procedure's own keys, and the loop settings it may set.
+# A procedure's own keys, and the loop settings it may set. Its phases were checked when
+# the file's fragment paths were resolved.
 PROCEDURE_SCHEMA = dict({"display": _v_str, "summary": _v_str, "description": _v_str,
                          "requires": _v_paths, "requires_hint": _v_str},
-                        **{setting.key: setting.check for setting in SETTINGS if setting.procedure})
+                        **{setting.key: setting.check for setting in SETTINGS if setting.procedure},
+                        **{phase: lambda value: None for phase in PHASES})
 
 
 _V_ALIAS_MAPPING = _v_mapping("{command: '...', format: claude, env: {...}}", {
@@ -1933,9 +1864,7 @@ def _v_alias(value: object) -> Optional[str]:
     return _v_command(value) if value is not None else None
 
 
-# ----------------------------------------------------------------------
-# 7. Configuration
-# ----------------------------------------------------------------------
+# ==== 7. Configuration ================================================
 # Tiers, lowest first (SPEC 3): built-in -> shipped (rooda-config.json beside rooda.py)
 # -> global -> workspace (./rooda-config.* or --config) -> env (ROODA_LOOP_*) -> flag (the
 # command line, applied when a run is planned). Mappings are deep-merged key by key,
@@ -1954,52 +1883,40 @@ def dotted(key_path: Sequence[object]) -> str:
     return text
 
 
+def _check_keys(values: dict, schema: Mapping[str, Callable[[object], Optional[str]]], where: tuple,
+                report: Callable[[tuple, str], None]) -> None:
+    """Each value by its key's rule in `schema`; a key the schema lacks is unknown."""
+    for key, value in values.items():
+        check = schema.get(key)
+        problem = check(value) if check else "unknown key%s" % did_you_mean(key, schema)
+        if problem:
+            report(where + (key,), problem)
+
+
 def validate_config(data: dict, report: Callable[[tuple, str], None]) -> None:
     """Check the merged data against the schema; report(key_path, message) per problem."""
     sections = ("loop", "ai_cmd_aliases", "procedures")
     for key in data:
         if key not in sections:
             report((key,), "unknown key%s" % did_you_mean(key, sections))
-    for key in sections:
-        if key in data and not isinstance(data[key], dict):
+        elif not isinstance(data[key], dict):
             report((key,), "must be a mapping, not %s" % _type_name(data[key]))
-    loop: dict = data["loop"] if isinstance(data.get("loop"), dict) else {}
-    for key, value in loop.items():
-        check = LOOP_SCHEMA.get(key)
-        if check is None:
-            report(("loop", key), "unknown key%s" % did_you_mean(key, LOOP_SCHEMA))
-        else:
-            problem = check(value)
-            if problem:
-                report(("loop", key), problem)
-    aliases: dict = data["ai_cmd_aliases"] if isinstance(data.get("ai_cmd_aliases"), dict) else {}
-    for name, command in aliases.items():
+    _check_keys(_mapping(data.get("loop")), LOOP_SCHEMA, ("loop",), report)
+    for name, command in _mapping(data.get("ai_cmd_aliases")).items():
         problem = _v_alias(command)
         if problem:
             report(("ai_cmd_aliases", name), problem)
-    procedures: dict = data["procedures"] if isinstance(data.get("procedures"), dict) else {}
-    for name, procedure in procedures.items():
+    for name, procedure in _mapping(data.get("procedures")).items():
         where = ("procedures", name)
         if name in RESERVED_WORDS:
             report(where, "'%s' is a command and cannot name a procedure" % name)
         if not isinstance(procedure, dict):
             report(where, "must be a mapping, not %s" % _type_name(procedure))
             continue
-        for key, value in procedure.items():
-            if key in PHASES:
-                continue  # checked when the file's fragment paths were resolved
-            check = PROCEDURE_SCHEMA.get(key)
-            if check is None:
-                report(where + (key,), "unknown key%s" % did_you_mean(
-                    key, list(PROCEDURE_SCHEMA) + list(PHASES)))
-            else:
-                problem = check(value)
-                if problem:
-                    report(where + (key,), problem)
+        _check_keys(procedure, PROCEDURE_SCHEMA, where, report)
         # A phase may be empty or absent (the Go rooda allows it), the procedure not.
         if not any(procedure.get(phase) for phase in PHASES):
-            report(where, "has no fragment in any phase; give observe, orient, decide or act at"
-                   " least one")
+            report(where, "has no fragment in any phase; give observe, orient, decide or act at least one")
 
 
 # The Go rooda's built-in fragments -- `builtin:fragments/<phase>/<name>.md`, the 57 names
@@ -2055,27 +1972,25 @@ def _resolve_builtin(target: str) -> Tuple[str, Optional[Dict[str, str]], bool]:
     `builtin:prompts/act/signals.md` is the shipped file itself; `builtin:fragments/<phase>/
     <name>.md` a Go rooda name from GO_BUILTIN_FRAGMENTS (or a shipped file so named).
     A name neither knows is a ValueError that proposes the nearest one."""
-    name = target[len("builtin:"):].lstrip("/")
+    name, prompts = target[len("builtin:"):].lstrip("/"), os.path.join(ROODA_DIR, "prompts")
     if name.startswith("prompts/"):
-        return os.path.join(ROODA_DIR, "prompts", name[len("prompts/"):]), None, False
+        return os.path.join(prompts, name[len("prompts/"):]), None, False
     rest = name[len("fragments/"):] if name.startswith("fragments/") else name
     phase, _, file_name = rest.partition("/")
     stem = file_name[:-3] if file_name.endswith(".md") else file_name
     table = GO_BUILTIN_FRAGMENTS.get(phase, {})
     if stem in table:
-        shipped = table[stem]
-        parameters = GO_FRAGMENT_PARAMETERS.get(shipped)
-        return os.path.join(ROODA_DIR, "prompts", phase, shipped + ".md"), \
-            dict(parameters) if parameters else None, True
-    own = os.path.join(ROODA_DIR, "prompts", rest)
-    if os.path.isfile(own):
-        return own, None, False
+        parameters = dict(GO_FRAGMENT_PARAMETERS.get(table[stem]) or {}) or None
+        return os.path.join(prompts, phase, table[stem] + ".md"), parameters, True
+    if os.path.isfile(os.path.join(prompts, rest)):
+        return os.path.join(prompts, rest), None, False
     if phase not in PHASES:
         raise ValueError("%s: no such built-in fragment (they are builtin:fragments/<phase>/<name>.md"
                          " with a phase of %s)" % (target, ", ".join(PHASES)))
-    shipped_names = [f[:-3] for f in sorted(os.listdir(os.path.join(ROODA_DIR, "prompts", phase)))
-                     if f.endswith(".md")] if os.path.isdir(os.path.join(ROODA_DIR, "prompts", phase)) else []
-    near = closest(stem, list(table) + shipped_names)
+    folder = os.path.join(prompts, phase)
+    shipped = [f[:-3] for f in sorted(os.listdir(folder)) if f.endswith(".md")] \
+        if os.path.isdir(folder) else []
+    near = closest(stem, list(table) + shipped)
     raise ValueError("%s: no such built-in fragment%s" % (
         target, "; did you mean 'builtin:fragments/%s/%s.md'?" % (phase, near) if near else ""))
 
@@ -2106,13 +2021,11 @@ def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callab
         if isinstance(item, str):
             item = {"path": item}
         if not isinstance(item, dict):
-            report(where, "must be a path or a mapping with 'path' or 'content', not %s"
-                   % _type_name(item))
+            report(where, "must be a path or a mapping with 'path' or 'content', not %s" % _type_name(item))
             continue
         for key in item:
             if key not in ("path", "content", "parameters"):
-                report(where + (key,), "unknown key%s" % did_you_mean(
-                    key, ("path", "content", "parameters")))
+                report(where + (key,), "unknown key%s" % did_you_mean(key, ("path", "content", "parameters")))
         if ("path" in item) == ("content" in item):
             report(where, "needs exactly one of 'path' and 'content'")
             continue
@@ -2148,8 +2061,7 @@ def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callab
                 report(where + ("parameters",) + tuple(wrong[:1]), "must be a text, a number, a boolean or a"
                        " list" if wrong else "must be a mapping of names to values")
                 continue
-            defaults = dict(defaults or {})
-            defaults.update({str(k): _parameter_text(v) for k, v in parameters.items()})
+            defaults = dict(defaults or {}, **{str(k): _parameter_text(v) for k, v in parameters.items()})
         if defaults:
             fragment["parameters"] = defaults
         fragments.append(fragment)
@@ -2225,20 +2137,14 @@ def _json_positions(text: str) -> Dict[tuple, Tuple[int, int]]:
         line = bisect.bisect_right(starts, offset)
         return line, offset - starts[line - 1] + 1
 
-    def child_path() -> tuple:
-        if not stack:
-            return ()
-        kind, path, current, _ = stack[-1]
-        return path + (current,)
-
     for match in re.finditer(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+', text):
         token = match.group()
         top: list = stack[-1] if stack else []
+        here = top[1] + (top[2],) if top else ()  # the path of a value that starts here
         if top and top[0] == "array" and token not in ("]", ","):
-            positions[top[1] + (top[2],)] = where(match.start())
+            positions[here] = where(match.start())
         if token in ("{", "["):
-            stack.append(["object" if token == "{" else "array", child_path(),
-                          0 if token == "[" else None, True])
+            stack.append(["object" if token == "{" else "array", here, 0 if token == "[" else None, True])
         elif token in ("}", "]"):
             stack.pop()
         elif token == ",":
@@ -2415,9 +2321,7 @@ def _forget(provenance: dict, path: tuple) -> None:
 def _copy(value: object) -> object:
     if isinstance(value, dict):
         return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
+    return [_copy(v) for v in value] if isinstance(value, list) else value
 
 
 def _record_children(value: dict, path: tuple, origin: Callable, provenance: dict) -> None:
@@ -2450,17 +2354,14 @@ def _merge(into: dict, layer: dict, origin: Callable[[tuple], tuple], provenance
                 _record_children(value, path, origin, provenance)
 
 
-def config_files(config_path: Optional[str], cwd: str, environ: Mapping[str, str]
-                 ) -> List[Tuple[str, str]]:
+def config_files(config_path: Optional[str], cwd: str, environ: Mapping[str, str]) -> List[Tuple[str, str]]:
     """The config files in tier order: [(tier, absolute path)], each loaded once."""
     found: List[Tuple[str, str]] = []
     if os.path.isfile(SHIPPED_CONFIG):
         found.append((TIER_SHIPPED, SHIPPED_CONFIG))
-    global_dir = global_config_dir(environ)
-    if os.path.isdir(global_dir):
-        global_file = _find_config(global_dir)
-        if global_file:
-            found.append((TIER_GLOBAL, global_file))
+    global_file = _find_config(global_config_dir(environ))  # (None when the directory is not there)
+    if global_file:
+        found.append((TIER_GLOBAL, global_file))
     workspace: Optional[str]
     if config_path is not None:
         named = os.path.join(cwd, os.path.expanduser(config_path))
@@ -2505,20 +2406,16 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
         raw, positions, lines = read_config_file(path, shown)
         sources[shown] = lines
 
-        def origin(key_path: tuple, tier: str = tier, shown: str = shown,
-                   positions: dict = positions) -> tuple:
-            line, col = positions.get(key_path, (None, None))
-            return (tier, shown, line, col)
+        def origin(key_path: tuple, tier: str = tier, shown: str = shown, where: dict = positions) -> tuple:
+            return (tier, shown) + where.get(key_path, (None, None))
 
-        def report(key_path: tuple, message: str, origin: Callable = origin,
-                   shown: str = shown, lines: List[str] = lines) -> None:
-            _, _, line, col = origin(key_path)
+        def report(key_path: tuple, message: str, origin: Callable = origin, lines: list = lines) -> None:
+            _, shown, line, col = origin(key_path)
             source = lines[line - 1] if line and line <= len(lines) else None
             problems.append((shown, line, col, "%s: %s" % (dotted(key_path), message), source))
 
-        def warn(key_path: tuple, message: str, origin: Callable = origin, shown: str = shown) -> None:
-            _, _, line, col = origin(key_path)
-            where = ":".join(str(part) for part in (shown, line, col) if part is not None)
+        def warn(key_path: tuple, message: str, origin: Callable = origin) -> None:
+            where = ":".join(str(part) for part in origin(key_path)[1:] if part is not None)
             warnings.append("%s: warning: %s" % (where, message))
 
         layer = _prepare_layer(raw, os.path.dirname(path), report, warn)
@@ -2533,8 +2430,7 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
         problems.append(("environment", None, None, message, None))
 
     _merge(data, _env_layer(variables, cwd, env_report), env_origin, provenance)
-    config = Config(data=data, provenance=provenance, sources=sources, files=files,
-                    warnings=warnings)
+    config = Config(data=data, provenance=provenance, sources=sources, files=files, warnings=warnings)
     validate_config(data, lambda key_path, message: problems.append(config.problem(key_path, message)))
     if problems:
         raise ConfigError.collect(problems)
@@ -2663,9 +2559,7 @@ def check_agent_program(agent: AgentCommand) -> None:
                          " agent with --ai-cmd / --ai-cmd-alias" % program)
 
 
-# ----------------------------------------------------------------------
-# 8. Prompt
-# ----------------------------------------------------------------------
+# ==== 8. Prompt =======================================================
 # The prompt of SPEC 4, assembled afresh before each iteration from the fragments as
 # they are now (a changed file is read again), or the prompt file of `prompt <file>`.
 
@@ -2800,16 +2694,13 @@ def bare_signal_lines(plan: RunPlan) -> str:
                                 else "%s (inline content)" % phase, text))
     found = []
     for where, text in sources:
-        numbers = [str(number) for number, line in enumerate(text.splitlines(), 1)
-                   if line.strip() in markers]
+        numbers = [str(number) for number, line in enumerate(text.splitlines(), 1) if line.strip() in markers]
         if numbers:
             found.append("%s line%s %s" % (where, "s" if len(numbers) > 1 else "", ", ".join(numbers)))
     return "; ".join(found)
 
 
-# ----------------------------------------------------------------------
-# 9. Processes
-# ----------------------------------------------------------------------
+# ==== 9. Processes ====================================================
 # Handlers only record; the loop acts. The agent runs in its own session; one selector
 # loop (the shape of CPython's subprocess._communicate) writes the prompt to its stdin as
 # the pipe accepts it while stdout and stderr are read in 64 KiB chunks, so neither side
@@ -2821,13 +2712,11 @@ def bare_signal_lines(plan: RunPlan) -> str:
 
 def _signal_group(pgid: int, signum: int) -> None:
     """Send a signal to a process group; on Windows, terminate the process itself."""
-    try:
+    with _suppress(OSError):
         if hasattr(os, "killpg"):
             os.killpg(pgid, signum)
         else:
             os.kill(pgid, signal.SIGTERM)  # TerminateProcess: Windows has no groups to signal
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
 
 
 def _ignore_signal(signum: int, frame: object) -> None:
@@ -2899,11 +2788,9 @@ class SignalGuard:
         """Empty the wake-up pipe (its bytes only say that something happened)."""
         if self.wake_fd is None:
             return
-        try:
+        with _suppress(BlockingIOError, InterruptedError):
             while os.read(self.wake_fd, 512):
                 pass
-        except (BlockingIOError, InterruptedError):
-            pass
 
     def wait(self, seconds: float, ticker: Optional[Ticker] = None) -> None:
         """Sleep up to `seconds`, returning early on an interrupting signal; Ctrl+Z stops
@@ -2978,27 +2865,21 @@ def _children() -> set:
     thread-group leader), so its list is read first; the other threads' lists only
     when it cannot be read."""
     pid = os.getpid()
-    try:
+    with _suppress(OSError):
         with open("/proc/%d/task/%d/children" % (pid, pid), "rb") as stream:
             return {int(child) for child in stream.read().split()}
-    except OSError:
-        pass
     pids: set = set()
-    try:
+    with _suppress(OSError):
         for task in os.listdir("/proc/self/task"):
             with open("/proc/self/task/%s/children" % task, "rb") as stream:
                 pids.update(int(child) for child in stream.read().split())
-    except OSError:
-        pass
     return pids
 
 
 def _reap(pids: Iterable[int]) -> None:
     for pid in pids:
-        try:
+        with _suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
 
 
 def _adopted(exclude: Iterable[int] = ()) -> set:
@@ -3008,16 +2889,13 @@ def _adopted(exclude: Iterable[int] = ()) -> set:
     own = os.getsid(0)
     found = set()
     for pid in _children().difference(exclude):
-        try:
+        with _suppress(OSError):
             if os.getsid(pid) != own:
                 found.add(pid)
-        except OSError:
-            pass
     return found
 
 
-def _terminate_escapees(own_pids: Iterable[int], grace: float, guard: Optional[SignalGuard] = None
-                        ) -> None:
+def _terminate_escapees(own_pids: Iterable[int], grace: float, guard: Optional[SignalGuard] = None) -> None:
     """Terminate descendants that left the agent's group and were adopted by us (a
     signal to rooda meanwhile cuts the grace short: SIGKILL at once)."""
     for _ in range(3):  # an escapee's own children are adopted when it dies: a few rounds
@@ -3026,19 +2904,17 @@ def _terminate_escapees(own_pids: Iterable[int], grace: float, guard: Optional[S
             return
         groups = set()
         for pid in escapees:
-            try:
+            with _suppress(ProcessLookupError):
                 groups.add(os.getpgid(pid))
-            except ProcessLookupError:
-                pass
         targets = [g for g in groups if g != os.getpgrp()]
-        for group in targets:
-            _signal_group(group, signal.SIGTERM)
-        for pid in escapees:
-            if pid not in groups:
-                try:
-                    os.kill(pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+
+        def send(signum: int) -> None:  # to their groups, and to each escapee that leads none
+            for group in targets:
+                _signal_group(group, signum)
+            for pid in escapees - groups:
+                with _suppress(ProcessLookupError):
+                    os.kill(pid, signum)
+        send(signal.SIGTERM)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             # Every adopted child, not only the escapees: one that outlived its parent is
@@ -3051,13 +2927,7 @@ def _terminate_escapees(own_pids: Iterable[int], grace: float, guard: Optional[S
                 continue
             time.sleep(GROUP_POLL_SECONDS)
         else:
-            for group in targets:
-                _signal_group(group, signal.SIGKILL)
-            for pid in escapees:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            send(signal.SIGKILL)
             # Dying of SIGKILL takes a moment (longer for a big process). Only once an
             # escapee is dead are its own escaped children adopted, for the next round to
             # find: without this wait a tool's `setsid server &` outlived an interruption.
@@ -3103,8 +2973,7 @@ class _Child:
                 self.returncode = -signal.SIGKILL  # reaped elsewhere: its status is lost
                 return self.returncode
             if pid:
-                self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else \
-                    os.WEXITSTATUS(status)
+                self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         return self.returncode
 
     def wait(self, timeout: float) -> None:
@@ -3117,8 +2986,7 @@ class _Child:
 # ignored: with SIGPIPE ignored, `yes | head -1` in the agent's tools never ends. A
 # SIGHUP or SIGINT that rooda inherited as ignored (nohup, `&`) is not in the set: it
 # stays ignored for the agent too (SPEC 7). subprocess.Popen resets the same pair.
-_RESET_SIGNALS = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ")
-                       if hasattr(signal, name))
+_RESET_SIGNALS = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, name))
 
 
 def _spawn(argv: List[str], use_stdin: bool, env: Optional[Dict[str, str]],
@@ -3168,18 +3036,15 @@ class _SelectorPump:
     def __init__(self, stdin_fd: Optional[int], out_fd: int, err_fd: int, prompt: bytes,
                  guard: Optional[SignalGuard]) -> None:
         import selectors
-        self.events = selectors
         self.selector = selectors.DefaultSelector()
         self.guard = guard
         self.readers: Dict[int, str] = {}
         for name, fd in (("stdout", out_fd), ("stderr", err_fd)):
             os.set_blocking(fd, False)
-            if PIPE_BUFFER_BYTES:
-                try:  # a larger pipe lets a fast agent go on writing while we pass it on
+            if PIPE_BUFFER_BYTES:  # a larger pipe lets a fast agent go on writing while we pass it on
+                with _suppress(ImportError, OSError):
                     import fcntl
                     fcntl.fcntl(fd, 1031, PIPE_BUFFER_BYTES)  # F_SETPIPE_SZ (Linux)
-                except (ImportError, OSError):
-                    pass
             self.readers[fd] = name
             self.selector.register(fd, selectors.EVENT_READ, name)
         self.stdin_fd = stdin_fd
@@ -3301,12 +3166,10 @@ class _ThreadPump:
 
     def read(self, timeout: Optional[float]) -> List[Tuple[str, bytes]]:
         arrived: List[Tuple[str, bytes]] = []
-        try:
+        with _suppress(self.empty):
             arrived.append(self.queue.get(timeout=0.05 if timeout is None else min(timeout, 0.05)))
             while len(arrived) < 2 * READS_PER_WAKEUP:
                 arrived.append(self.queue.get_nowait())
-        except self.empty:
-            pass
         self.open_streams -= sum(1 for _, chunk in arrived if not chunk)
         return arrived
 
@@ -3315,10 +3178,6 @@ class _ThreadPump:
 
     def close(self) -> None:
         pass  # readers still blocked (a pipe held by an unkillable process) are daemons
-
-
-def _threaded_io() -> bool:
-    return os.name == "nt" or os.environ.get("ROODA_THREADED_IO") == "1"
 
 
 # The guardian: rooda's one helper that outlives it, and only to end what rooda started.
@@ -3330,6 +3189,7 @@ def _threaded_io() -> bool:
 # `kill_grace` later.
 _GUARDIAN = r"""
 import os, signal, sys, time
+from contextlib import suppress
 for name in ("SIGINT", "SIGHUP", "SIGTERM", "SIGTSTP"):
     signal.signal(getattr(signal, name), signal.SIG_IGN)
 mark, grace, groups = ("ROODA_RUN=" + sys.argv[1]).encode(), float(sys.argv[2]), {}
@@ -3341,27 +3201,20 @@ for line in sys.stdin:
 def left():
     found = []
     for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        try:
-            with open("/proc/%s/environ" % name, "rb") as stream:
-                if name.isdigit() and int(name) != os.getpid() and mark in stream.read().split(b"\0") \
-                        and os.getpgid(int(name)) not in groups:  # (a group's own get its signal)
-                    found.append((os.kill, int(name), signal.SIGTERM))
-        except (OSError, ValueError):
-            pass
+        with suppress(OSError, ValueError), open("/proc/%s/environ" % name, "rb") as stream:
+            if name.isdigit() and int(name) != os.getpid() and mark in stream.read().split(b"\0") \
+                    and os.getpgid(int(name)) not in groups:  # (a group's own get its signal)
+                found.append((os.kill, int(name), signal.SIGTERM))
     for group, stop in groups.items():
-        try:
+        with suppress(OSError):
             os.killpg(group, 0)
             found.append((os.killpg, group, stop))
-        except OSError:
-            pass
     return found
 for last in (False, True):
     targets, deadline = left(), time.monotonic() + (0 if last else grace)
     for kill, target, stop in targets:
-        try:
+        with suppress(OSError):
             kill(target, signal.SIGKILL if last else stop)
-        except OSError:
-            pass
     while targets and time.monotonic() < deadline:
         time.sleep(0.1)
         targets = left()
@@ -3403,11 +3256,9 @@ class _Helpers:
 
     def stop(self) -> None:
         for proc in self.procs:
-            try:
+            with _suppress(Exception):  # (a helper slow to go is left to end by itself)
                 proc.stdin.close()
                 proc.wait(0.5)
-            except Exception:  # (a helper slow to go is left to end by itself)
-                pass
         self.procs, self.guardian = [], None
 
 
@@ -3660,24 +3511,21 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
     # One that comes from now on is seen by the supervision, which kills at once.
     seen_signals = guard.count if guard is not None else 0
     try:
-        if guard is not None and guard.signum is not None and not getattr(limits, "after_signal", False):
+        if guard is not None and guard.signum is not None and not limits.after_signal:
             return AgentResult(exit_code=128 + guard.signum, interrupted=guard.signum)
         child, stdin_fd, out_fd, err_fd = _spawn(argv, use_stdin, env, cwd)
-        pump = (_ThreadPump if _threaded_io() else _SelectorPump)(
+        threaded = os.name == "nt" or os.environ.get("ROODA_THREADED_IO") == "1"
+        pump = (_ThreadPump if threaded else _SelectorPump)(
             stdin_fd, out_fd, err_fd, prompt_bytes if use_stdin else b"", guard)
         return _Supervision(child, pump, {"stdout": on_stdout, "stderr": on_stderr}, guard, limits,
                             ticker, seen_signals).run()
     finally:
         if prompt_path is not None:
-            try:
+            with _suppress(OSError):
                 os.unlink(prompt_path)
-            except OSError:
-                pass
 
 
-# ----------------------------------------------------------------------
-# 10. Reading output
-# ----------------------------------------------------------------------
+# ==== 10. Reading output ==============================================
 # What one iteration's output means to the loop. Promise signals are found in bytes,
 # across read boundaries, with the echo guard of SPEC 5. TextReader passes bytes through
 # as they come; EventReader splits a structured stream into lines, turns them into events
@@ -3706,10 +3554,8 @@ class SignalScanner:
     """
 
     def __init__(self, signals: Dict[str, Sequence[str]], prompt: str) -> None:
-        self.markers: List[Tuple[bytes, str]] = []
-        for kind, strings in signals.items():
-            for marker in strings:
-                self.markers.append((marker.encode("utf-8"), kind))
+        self.markers = [(marker.encode("utf-8"), kind) for kind, strings in signals.items()
+                        for marker in strings]
         self.bare = {marker for marker, _ in self.markers}
         key = (prompt, tuple(self.markers))
         cached = _LAST_ECHOES[0]
@@ -3757,11 +3603,10 @@ class SignalScanner:
             return
         parts = (state.line + chunk).split(b"\n")
         for index, part in enumerate(parts):
-            kinds = self._kinds_in(part)
-            overflow = False
+            kinds = {kind for marker, kind in self.markers if marker in part}
+            overflow = index == 0 and state.overflow
             if index == 0:
                 kinds |= state.pending
-                overflow = state.overflow
             if index < len(parts) - 1:
                 if kinds:
                     self._judge(part, kinds, overflow)
@@ -3780,23 +3625,14 @@ class SignalScanner:
     def _may_hold_signal(self, line: bytes, chunk: bytes) -> bool:
         if self.seam and line:  # a signal split across the previous read and this one
             seam = line[-self.seam:] + chunk[:self.seam]
-            for marker, _ in self.markers:
-                if marker in seam:
-                    return True
+            if any(marker in seam for marker, _ in self.markers):
+                return True
         # A one-byte search is a memchr, several times faster than a marker search:
         # most chunks hold none of the markers' first bytes and are done here.
         for first in self.first_bytes:
             if first in chunk:
-                break
-        else:
-            return False
-        for marker, _ in self.markers:
-            if marker in chunk:
-                return True
+                return any(marker in chunk for marker, _ in self.markers)
         return False
-
-    def _kinds_in(self, text: bytes) -> set:
-        return {kind for marker, kind in self.markers if marker in text}
 
     def _cap(self, state: _StreamLines) -> None:
         if len(state.line) > self.cap:
@@ -4149,11 +3985,6 @@ class EventReader:
 
     # -- end --------------------------------------------------------------------------
 
-    def usage_line(self) -> str:
-        """The closing usage line: what the CLI reported, nothing invented."""
-        parts = describe_usage(self.usage, self.tool_calls)
-        return "usage: " + " · ".join(parts) if parts else ""
-
     def finish(self, result: AgentResult) -> StreamReport:
         if self.pending and not self.dropping:
             line = b"".join(self.pending)
@@ -4169,9 +4000,9 @@ class EventReader:
             self._emit(b"\n")
             self.text_open = False
         tail = self.rendered.bytes()  # the reasons come from here
-        closing = self.usage_line()
+        closing = describe_usage(self.usage, self.tool_calls)  # what the CLI reported, nothing invented
         if closing:
-            self._show(closing)
+            self._show("usage: " + " · ".join(closing))
         if self.ended is None and self.partial and total_tokens(self.usage) is None:
             for figures in self.partial.values():  # cut short: what the messages carried
                 add_usage(self.usage, figures)
@@ -4215,9 +4046,7 @@ def _usage_log_lines(usage: Mapping[str, Any]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-# ----------------------------------------------------------------------
-# 11. Outcomes and causes
-# ----------------------------------------------------------------------
+# ==== 11. Outcomes and causes =========================================
 # Why an iteration ended and what the run does next (SPEC 5, 13, 15): the outcome and
 # the one cause of an iteration that did not succeed, the provider's part in it (bad
 # credentials, an account that cannot pay, a limit, an outage), and the closing line of
@@ -4491,9 +4320,7 @@ STOPS = {
 }
 
 
-# ----------------------------------------------------------------------
-# 12. Gates and git
-# ----------------------------------------------------------------------
+# ==== 12. Gates and git ===============================================
 # The opt-in gates of the Ralph variants (SPEC 6): verify (a quality gate after each
 # iteration), done_when (a queue check before each), requires (paths), stuck detection
 # (same error, no change) and git (commit, push). Gate and git commands run like the
@@ -4531,11 +4358,11 @@ class Gates(Record):
 def run_gate(command: str, *, cwd: str, guard: Optional[SignalGuard], limits: Limits,
              on_output: Optional[Callable[[bytes], None]] = None,
              on_stderr: Optional[Callable[[bytes], None]] = None,
-             ticker: Optional[Ticker] = None) -> AgentResult:
-    """Run a gate command with `sh -c` in the working directory, stdin empty; the result
-    keeps the last 8 KiB of its output."""
+             ticker: Optional[Ticker] = None, env: Optional[Dict[str, str]] = None) -> AgentResult:
+    """Run a gate (or `notify`) command with `sh -c` in the working directory, stdin empty;
+    the result keeps the last 8 KiB of its output."""
     tail = _Tail(FEEDBACK_TAIL_BYTES * 4)
-    result = run_agent(["sh", "-c", command], "", env=None, cwd=cwd, guard=guard, limits=limits,
+    result = run_agent(["sh", "-c", command], "", env=env, cwd=cwd, guard=guard, limits=limits,
                        on_stdout=_tee(tail, on_output), on_stderr=_tee(tail, on_stderr or on_output),
                        ticker=ticker)
     return result.replace(output=tail.bytes())
@@ -4573,12 +4400,8 @@ _PER_WORKTREE_REFS = ("refs/bisect/", "refs/worktree/", "refs/rewritten/")
 
 def git_environment() -> Dict[str, str]:
     """Git that never waits for a person: no prompts, no editor, ssh in batch mode."""
-    env = dict(os.environ)
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    env["GIT_EDITOR"] = "true"
-    if not env.get("GIT_SSH_COMMAND"):
-        env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"
-    return env
+    return dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_EDITOR="true",
+                GIT_SSH_COMMAND=os.environ.get("GIT_SSH_COMMAND") or "ssh -o BatchMode=yes")
 
 
 class GitResult(Record):
@@ -4646,14 +4469,12 @@ def find_repository(cwd: str) -> Tuple[Optional[GitRepository], str]:
 
 def _parse_packed_refs(path: str) -> Dict[str, str]:
     refs = {}
-    try:
+    with _suppress(OSError):
         with open(path, "rb") as stream:
             for line in stream.read().decode("utf-8", "replace").splitlines():
                 parts = line.split(" ", 1)
                 if len(parts) == 2 and not line.startswith(("#", "^")):
                     refs[parts[1].strip()] = parts[0]
-    except OSError:
-        pass
     return refs
 
 
@@ -4661,7 +4482,7 @@ def _read_head_files(repo: GitRepository, watched: List[Tuple[str, Optional[tupl
     """read_head's work; `watched` collects the files the answer depends on (emptied when
     git had to be asked: that answer is not cached)."""
     if not repo.reftable:
-        try:
+        with _suppress(OSError, UnicodeDecodeError):
             head = os.path.join(repo.git_dir, "HEAD")
             watched.append((head, stat_signature(head)))
             with open(head, "rb") as stream:
@@ -4680,13 +4501,9 @@ def _read_head_files(repo: GitRepository, watched: List[Tuple[str, Optional[tupl
                     with open(ref, "rb") as stream:
                         value = stream.read().decode("ascii").strip()
                 except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-                    packed = cached_read("packed-refs", os.path.join(repo.common_dir, "packed-refs"),
-                                         _parse_packed_refs).get(name)
-                    if packed is None:
+                    value = cached_read("packed-refs", packed_path, _parse_packed_refs).get(name)
+                    if value is None:
                         return None  # an unborn branch: no commit yet
-                    value = packed
-        except (OSError, UnicodeDecodeError):
-            pass
     del watched[:]
     result = git(["rev-parse", "-q", "--verify", "HEAD"], repo.top)
     return result.out.strip() if result.exit_code == 0 else None
@@ -4730,8 +4547,7 @@ def stage_everything(run_git: "Callable[..., GitResult]", repo: GitRepository, l
         return "git add failed: " + result.message()
     specs = session_log_pathspecs(repo, log_dir)
     if specs:
-        result = run_git(["rm", "-r", "-f", "--cached", "-q", "--ignore-unmatch", "--"] + specs,
-                         env=env)
+        result = run_git(["rm", "-r", "-f", "--cached", "-q", "--ignore-unmatch", "--"] + specs, env=env)
         if result.exit_code != 0:
             return "git rm --cached (rooda's session logs) failed: " + result.message()
     return None
@@ -4829,9 +4645,7 @@ def commit_and_push(run_git: "Callable[..., GitResult]", repo: GitRepository, ga
     return None, done
 
 
-# ----------------------------------------------------------------------
-# 13. Reporting
-# ----------------------------------------------------------------------
+# ==== 13. Reporting ===================================================
 # What a run tells people and programs. Session logs (SPEC 8): `.log` for people,
 # `.jsonl` for programs and, with a structured format, `-agent.jsonl`, the agent's raw
 # lines; opened with O_APPEND and written with one os.write per piece, so each event is
@@ -4918,12 +4732,10 @@ class SessionLog:
         """What the run is doing now, beside its .jsonl (not in it: the .jsonl stays the
         events of SPEC 8), replaced whole so that a reader never sees half of it."""
         if self.problem is None:
-            try:
+            with _suppress(OSError):  # (best effort: `status` then shows the events alone)
                 with open(self.live_path + ".tmp", "w") as stream:
                     json.dump(record, stream)
                 os.replace(self.live_path + ".tmp", self.live_path)
-            except OSError:
-                pass  # (best effort: `status` then shows the events alone)
 
     def text(self, text: str) -> None:
         self.write(text.encode("utf-8", "replace"))
@@ -5000,18 +4812,14 @@ class SessionLog:
                    succeeded=state.finished - state.failures, failed=state.failures,
                    seconds=round(state.elapsed(), 3), exit_code=state.exit_code(),
                    usage=state.usage_totals())
-        try:
+        with _suppress(OSError):
             os.unlink(self.live_path)  # ended: session_end says the rest
-        except OSError:
-            pass
 
     def close(self) -> None:
         for fd in (self.log_fd, self.jsonl_fd, self.agent_fd):
             if fd is not None:
-                try:
+                with _suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
 
     def where(self) -> str:
         """The closing `Log:` line's words: the path, and what went wrong with it."""
@@ -5065,15 +4873,13 @@ class Outlet:
             self.broken = True
             return
         if self.fd is None:
-            try:
+            with _suppress(OSError, ValueError):
                 buffer = getattr(self.stream, "buffer", None)
                 if buffer is not None:
                     buffer.write(data)
                 else:
                     self.stream.write(data.decode("utf-8", "replace"))
                 self.stream.flush()
-            except (OSError, ValueError):
-                pass
             return
         trouble = None
         with self.lock:
@@ -5231,7 +5037,8 @@ class Progress:
                 self.drawn = False
             self.err.write(text.encode("utf-8", "replace"))
 
-    def _write(self, message: str) -> None:
+    def always(self, message: str) -> None:
+        """A progress line whatever the verbosity (the interruption line)."""
         self.last_line = time.monotonic()
         self._emit("[%s] %s\n" % (time.strftime("%H:%M:%S"), message))
 
@@ -5240,21 +5047,18 @@ class Progress:
 
     def info(self, message: str) -> None:
         if self.verbosity >= NORMAL:
-            self._write(message)
+            self.always(message)
 
     def indented(self, text: str, even_quiet: bool = False) -> None:
         """A line under the previous one, no clock (a failing iteration's reason)."""
         if self.verbosity >= NORMAL or even_quiet:
             self._emit(text + "\n")
 
-    def always(self, message: str) -> None:
-        self._write(message)
-
     def warn(self, message: str) -> None:
-        self._write(self._paint("WARNING:", "33") + " " + message)
+        self.always(self._paint("WARNING:", "33") + " " + message)
 
     def error(self, message: str) -> None:
-        self._write(self._paint("ERROR:", "31") + " " + message)
+        self.always(self._paint("ERROR:", "31") + " " + message)
 
     def outcome(self, outcome: str) -> str:
         code = {SUCCESS: "32", COMPLETED: "32", LIMITED: "33", UNAVAILABLE: "33"}.get(outcome, "31")
@@ -5298,9 +5102,7 @@ def _same_file(first: TextIO, second: TextIO) -> bool:
     return (one.st_dev, one.st_ino) == (two.st_dev, two.st_ino)
 
 
-# ----------------------------------------------------------------------
-# 14. The loop
-# ----------------------------------------------------------------------
+# ==== 14. The loop ====================================================
 # One _Run per run. before_iteration is SPEC 5's checklist, in its order. An iteration
 # is a few steps a reader can hold: begin (prompt, HEAD, the log's header), run the
 # agent, judge (provider trouble, verify, the outcome, git), count (state only),
@@ -5427,10 +5229,9 @@ class _Run:
         self.agent: AgentCommand = plan.agent
         self.format = OUTPUT_FORMATS.get(self.agent.format)
         self.state = LoopState()
-        self.stdout_sink = self.stderr_sink = None
-        if plan.verbosity >= VERBOSE:
-            self.stdout_sink = out.write if out is not None else None
-            self.stderr_sink = err.write if err is not None else None
+        verbose = plan.verbosity >= VERBOSE
+        self.stdout_sink = out.write if verbose and out is not None else None
+        self.stderr_sink = err.write if verbose and err is not None else None
         self.log_sink = log.write if log is not None else None
         self.agent_env = _agent_env(plan, self.agent)
         self.during: Optional[int] = None   # the iteration under way (for "interrupted during")
@@ -5474,11 +5275,9 @@ class _Run:
             self.progress.info("%s: %s failed (exit %d) in %s%s" % (
                 gate, _one_line(command, 80), result.exit_code, format_duration(result.seconds),
                 ": " + said if said else ""))
-        elif result.seconds >= LONG_GATE_SECONDS:
-            verdict = "passed" if result.exit_code == 0 or gate != GATE_VERIFY else "failed"
-            if gate == GATE_DONE_WHEN:
-                verdict = "says done" if result.exit_code == 0 else \
-                    "says not yet (exit %d)" % result.exit_code
+        elif result.seconds >= LONG_GATE_SECONDS:  # (a verify gate that got here passed)
+            verdict = "passed" if gate == GATE_VERIFY else "says done" if result.exit_code == 0 else \
+                "says not yet (exit %d)" % result.exit_code
             self.progress.info("%s: %s %s in %s" % (
                 gate, _one_line(command, 80), verdict, format_duration(result.seconds)))
         return result
@@ -5534,16 +5333,13 @@ class _Run:
                    ROODA_ITERATIONS=str(self.state.finished),
                    ROODA_COST_USD="" if cost is None else "%g" % cost,
                    ROODA_LOG=log.path if log else "", ROODA_SESSION=log.path[:-4] + ".jsonl" if log else "")
-        said = _Tail(4096)
         late = self.guard.signum is not None
-        result = run_agent(["sh", "-c", plan.notify], "", env=env, cwd=plan.cwd, on_stdout=said,
-                           on_stderr=said, guard=self.guard,
-                           limits=Limits(timeout=5 if late else 30, grace=1, after_signal=late))
+        result = run_gate(plan.notify, env=env, cwd=plan.cwd, guard=self.guard,
+                          limits=Limits(timeout=5 if late else 30, grace=1, after_signal=late))
         if result.exit_code != 0:
-            self.progress.warn("notify: `%s` %s%s" % (
-                _one_line(plan.notify, 80), "did not finish in time" if result.timed_out else
-                "exited %d" % result.exit_code, ": " + telling_line(said.bytes().decode("utf-8", "replace"))
-                if said.held else ""))
+            said = telling_line(result.output.decode("utf-8", "replace"))
+            self.progress.warn("notify: `%s` %s%s" % (_one_line(plan.notify, 80), "did not finish in time"
+                               if result.timed_out else "exited %d" % result.exit_code, said and ": " + said))
 
     def end_step(self) -> None:
         self.progress.end()
@@ -6104,9 +5900,7 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
     return state
 
 
-# ----------------------------------------------------------------------
-# 15. Command line and commands
-# ----------------------------------------------------------------------
+# ==== 15. Command line and commands ===================================
 # argparse for SPEC 2's command line, plan_run (settings by precedence, with where each
 # came from), one function per command, and main. Each command returns an exit code;
 # only main turns errors into messages.
@@ -6205,8 +5999,7 @@ def build_parser() -> Any:
     for phase in PHASES:
         run.add_argument("--" + phase, metavar="FILE",
                          help="replace the %s phase's fragments for this run" % phase)
-    run.add_argument("--config", metavar="PATH",
-                     help="the workspace config (default ./rooda-config.json)")
+    run.add_argument("--config", metavar="PATH", help="the workspace config (default ./rooda-config.json)")
     for setting in SETTINGS:
         if setting.flag:
             run.add_argument(setting.flag, dest=setting.key, metavar=setting.metavar, help=setting.help,
@@ -6273,8 +6066,7 @@ def resolve_max_iterations(options: Any, positional: Optional[str], procedure_na
         return None, config.where(own + ("iteration_mode",))
     if procedure.get("default_max_iterations") is not None:
         return procedure["default_max_iterations"], config.where(own + ("default_max_iterations",))
-    if procedure.get("iteration_mode") != "max-iterations" and \
-            config.loop("iteration_mode") == "unlimited":
+    if procedure.get("iteration_mode") != "max-iterations" and config.loop("iteration_mode") == "unlimited":
         return None, config.where(("loop", "iteration_mode"))
     return config.loop("default_max_iterations") or DEFAULT_MAX_ITERATIONS, \
         config.where(("loop", "default_max_iterations"))
@@ -6285,8 +6077,7 @@ def _read_context(values: Sequence[str], cwd: str) -> List[str]:
     texts = []
     for value in values:
         if not value.strip():
-            raise UsageError("--context needs some text (or @FILE); an empty one would add an empty"
-                             " section")
+            raise UsageError("--context needs some text (or @FILE); an empty one would add an empty section")
         if value.startswith("@@"):
             texts.append(value[1:])
         elif value.startswith("@"):
@@ -6358,11 +6149,9 @@ def plan_run(options: Any, config: Config, procedure_name: str,
     else:
         verbosity = VERBOSE if settings["show_ai_output"] else LOG_LEVELS.get(settings["log_level"], NORMAL)
         sources["verbosity"] = sources["show_ai_output" if settings["show_ai_output"] else "log_level"]
-    signals = dict(BUILTIN_LOOP["signals"])
-    signals.update(config.loop("signals") or {})
-    env = {}
-    for scope in (config.loop("env") or {}, procedure.get("env") or {}):
-        env.update({name: _scalar_text(value) for name, value in scope.items()})
+    signals = dict(BUILTIN_LOOP["signals"], **(config.loop("signals") or {}))
+    env = {name: _scalar_text(value) for scope in (config.loop("env") or {}, procedure.get("env") or {})
+           for name, value in scope.items()}  # the procedure's variables over the loop's
     max_iterations, sources["max_iterations"] = resolve_max_iterations(
         options, positional, procedure_name, config, prompt=prompt_file is not None)
     agent = resolve_agent(config, procedure_name if prompt_file is None else None,
@@ -6409,12 +6198,10 @@ def _plain_fragments(fragments: object, cwd: str) -> object:
         return fragments
     shown: list = []
     for fragment in fragments:
-        if isinstance(fragment, dict) and "path" in fragment and len(fragment) == 1:
-            shown.append(_display_path(fragment["path"], cwd))
-        elif isinstance(fragment, dict) and "path" in fragment:
-            shown.append(dict(fragment, path=_display_path(fragment["path"], cwd)))
-        else:
-            shown.append(fragment)
+        if isinstance(fragment, dict) and "path" in fragment:
+            path = _display_path(fragment["path"], cwd)
+            fragment = path if len(fragment) == 1 else dict(fragment, path=path)
+        shown.append(fragment)
     return shown
 
 
@@ -6433,12 +6220,10 @@ def plan_listing(plan: RunPlan, cwd: str) -> List[Tuple[str, object, tuple]]:
 
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so that the interpreter's final flush stays quiet."""
-    try:
+    with _suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 def write_stdout(text: str) -> None:
@@ -6532,8 +6317,7 @@ def _leaves(value: Any, path: tuple = ()) -> Iterable[Tuple[tuple, Any]]:
     """The settings of a config tree: scalars, lists and empty mappings, by key path."""
     if isinstance(value, dict) and value:
         for key, child in value.items():
-            for leaf in _leaves(child, path + (key,)):
-                yield leaf
+            yield from _leaves(child, path + (key,))
     else:
         yield path, value
 
@@ -6565,12 +6349,10 @@ def command_config(options: Any, procedure_name: Optional[str]) -> int:
         if key not in config.data.get("loop", {}):
             add(("loop", key), default)
     if procedure_name is not None:
-        for key, value, (tier, path, line) in plan_listing(plan, cwd):
-            rows.append(("run." + key, value, tier, path, line))
+        rows += [("run." + key, value, *where) for key, value, where in plan_listing(plan, cwd)]
 
     if options.json:
-        report = {key: {"value": value, "tier": tier, "file": path}
-                  for key, value, tier, path, _ in rows}
+        report = {key: {"value": value, "tier": tier, "file": path} for key, value, tier, path, _ in rows}
         write_stdout(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         return 0
     out = ["files, lowest tier first:"]
@@ -6617,10 +6399,9 @@ def command_info(options: Any, name: str) -> int:
         for fragment in plan.fragments[phase]:
             if "path" in fragment:
                 missing = "" if os.path.isfile(fragment["path"]) else "   (missing!)"
-                params = ""
-                if fragment.get("parameters"):
-                    params = "  " + ", ".join("%s=%s" % item for item in fragment["parameters"].items())
-                out.append("    %s%s%s" % (_display_path(fragment["path"], cwd), params, missing))
+                params = ", ".join("%s=%s" % item for item in (fragment.get("parameters") or {}).items())
+                shown = _display_path(fragment["path"], cwd)
+                out.append("    %s%s%s" % (shown, params and "  " + params, missing))
             else:
                 first = fragment["content"].strip().splitlines()[0] if fragment["content"].strip() else ""
                 out.append("    (content) %s" % (first[:70] + ("…" if len(first) > 70 else "")))
@@ -6746,10 +6527,9 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
             report("warning", "no iteration timeout: an agent that hangs (network retries, a login"
                               " prompt) stalls the loop; set --timeout or loop.iteration_timeout")
         if plan.idle_timeout is not None and agent is not None and agent.format == "text":
-            preset = agent.preset or os.path.basename(agent.argv[0])
-            better = preset_format(PRESETS[preset]) if preset in PRESETS else "text"
+            better = preset_format(agent.cli) if agent.cli else "text"
             fix = "the %s preset as shipped prints its structured output (format %s), which avoids" \
-                  " it" % (preset, better) if better != "text" else "prefer --timeout"
+                  " it" % (agent.cli.name, better) if agent.cli and better != "text" else "prefer --timeout"
             report("warning", "idle timeout with a text agent: some CLIs (claude -p among them) print"
                               " nothing until they finish, so a busy iteration looks idle; " + fix)
         _doctor_git(report, plan, cwd)
@@ -6806,11 +6586,9 @@ def _sha256(path: str) -> str:
 
 def _vendored_files() -> List[str]:
     """rooda.py, rooda-config.json and prompts/**, relative to ROODA_DIR."""
-    files = ["rooda.py", "rooda-config.json"]
-    for folder, _, names in os.walk(os.path.join(ROODA_DIR, "prompts")):
-        for file_name in sorted(names):
-            files.append(os.path.relpath(os.path.join(folder, file_name), ROODA_DIR))
-    return sorted(files)
+    return sorted(["rooda.py", "rooda-config.json"] + [
+        os.path.relpath(os.path.join(folder, name), ROODA_DIR)
+        for folder, _, names in os.walk(os.path.join(ROODA_DIR, "prompts")) for name in names])
 
 
 def command_vendor(options: Any, directory: str) -> int:
@@ -6821,8 +6599,7 @@ def command_vendor(options: Any, directory: str) -> int:
     if not os.path.isdir(os.path.abspath(directory)):
         raise RoodaError("vendor: %s is not a directory" % directory)
     if os.path.lexists(target) and not os.path.isdir(target):
-        raise RoodaError("vendor: %s exists and is not a directory; move it out of the way"
-                         " first" % shown)
+        raise RoodaError("vendor: %s exists and is not a directory; move it out of the way first" % shown)
     if os.path.realpath(target) == os.path.realpath(ROODA_DIR):
         raise RoodaError("vendor: %s is this copy of rooda itself" % target)
     manifest_path = os.path.join(target, VENDOR_MANIFEST)
@@ -6848,13 +6625,12 @@ def command_vendor(options: Any, directory: str) -> int:
                          " vendored by rooda); keep your changes elsewhere, or run again with"
                          " --force (which keeps each edited file as <file>.orig)" % names)
     try:
-        for rel, action in actions.items():
-            if action != "same":
-                dest = os.path.join(target, rel)
-                os.makedirs(os.path.dirname(dest), exist_ok=True)
-                if rel in edited:  # --force: the user's version survives beside the new one
-                    shutil.copy2(dest, dest + ".orig")
-                shutil.copy2(os.path.join(ROODA_DIR, rel), dest)
+        for rel in [rel for rel, action in actions.items() if action != "same"]:
+            dest = os.path.join(target, rel)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            if rel in edited:  # --force: the user's version survives beside the new one
+                shutil.copy2(dest, dest + ".orig")
+            shutil.copy2(os.path.join(ROODA_DIR, rel), dest)
         for rel in stale:
             path = os.path.join(target, rel)
             if rel in edited:
@@ -6868,8 +6644,7 @@ def command_vendor(options: Any, directory: str) -> int:
                              " cache;\n# everything else in .rooda/ is meant to be committed\n"
                              "logs/\n__pycache__/\n")
         with open(manifest_path, "w") as stream:
-            json.dump({"version": __version__, "files": new}, stream, indent=2, sort_keys=True)
-            stream.write("\n")
+            stream.write(json.dumps({"version": __version__, "files": new}, indent=2, sort_keys=True) + "\n")
     except OSError as exc:
         where = _display_path(exc.filename, os.getcwd()) if exc.filename else shown
         raise RoodaError("vendor: cannot write %s: %s" % (where, exc.strerror or exc)) from None
@@ -6895,11 +6670,6 @@ RUN_RUNNING, RUN_STOPPED, RUN_ENDED, RUN_DIED = "running", "stopped", "ended", "
 STATUS_TAIL_BYTES = 65536
 
 
-def _session_files(directory: str) -> List[str]:
-    """The session .jsonl files of a directory (the agent's raw streams left out)."""
-    return [os.path.join(directory, name) for name in os.listdir(directory) if re.match(_SESSION_NAME, name)]
-
-
 def _process_state(pid: object, started: Optional[float]) -> Optional[str]:
     """The state letter of the rooda that wrote a session (R, S, T for stopped, Z for a
     zombie), "?" where it cannot be read, or None when that process is gone -- a pid
@@ -6908,11 +6678,10 @@ def _process_state(pid: object, started: Optional[float]) -> Optional[str]:
         return None
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except PermissionError:
+        pass  # alive, and another user's
+    except (OverflowError, OSError):
         return None
-    except (PermissionError, OverflowError, OSError) as exc:
-        if not isinstance(exc, PermissionError):
-            return None
     try:
         with open("/proc/%d/stat" % pid, "rb") as stream:
             fields = stream.read().rsplit(b")", 1)[1].split()
@@ -7001,9 +6770,9 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
         summary.update(successes=None, failures=None, limited=None, unavailable=None)
         usage = {}
     if ended is not None:
-        seconds = _number(ended.get("seconds"))
         summary.update(state=RUN_ENDED, status=ended.get("status"), exit_code=ended.get("exit_code"),
-                       reason=ended.get("reason") or summary["reason"], elapsed_seconds=seconds)
+                       reason=ended.get("reason") or summary["reason"],
+                       elapsed_seconds=_number(ended.get("seconds")))
         for key, field in (("iterations", "iterations"), ("successes", "succeeded"), ("failures", "failed")):
             if isinstance(ended.get(field), int):
                 summary[key] = ended[field]
@@ -7120,7 +6889,8 @@ def _sessions(options: Any) -> Tuple[str, List[str]]:
         except (OSError, ValueError, RecursionError):
             return 0.0, path
     try:
-        sessions = sorted(_session_files(directory), key=started, reverse=True)
+        sessions = sorted((os.path.join(directory, name) for name in os.listdir(directory)
+                           if re.match(_SESSION_NAME, name)), key=started, reverse=True)
     except OSError as exc:
         raise RoodaError("cannot read the log directory %s: %s" % (shown, exc.strerror)) from None
     if not sessions:
@@ -7216,20 +6986,13 @@ def dispatch(options: Any) -> int:
                 raise UsageError("'run' needs a procedure name, e.g. 'python3 rooda.py run build'")
             raise UsageError("usage: python3 rooda.py %s" % usage)
     first = words[0] if words else None
-    if command == "config":
-        return command_config(options, first)
-    if command == "list":
-        return command_list(options)
-    if command == "info":
-        return command_info(options, words[0])
-    if command == "doctor":
-        return command_doctor(options, first)
-    if command == "vendor":
-        return command_vendor(options, words[0])
-    if command == "status":
-        return command_status(options)
-    if command == "resume":
-        return command_resume(options)
+    handlers = {"config": lambda: command_config(options, first), "list": lambda: command_list(options),
+                "info": lambda: command_info(options, words[0]),
+                "doctor": lambda: command_doctor(options, first),
+                "vendor": lambda: command_vendor(options, words[0]),
+                "status": lambda: command_status(options), "resume": lambda: command_resume(options)}
+    if command in handlers:
+        return handlers[command]()
     if command == "prompt":
         return command_run(options, "prompt", words[1] if len(words) > 1 else None, prompt_file=words[0])
     if command == "run":
@@ -7267,10 +7030,8 @@ def _exit(status: int) -> None:
     the shell sees 130 / 143 / 129 and a calling script stops too."""
     if _FATAL_SIGNAL is not None:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with _suppress(OSError, ValueError):
                 stream.flush()
-            except (OSError, ValueError):
-                pass
         signal.signal(_FATAL_SIGNAL, signal.SIG_DFL)
         os.kill(os.getpid(), _FATAL_SIGNAL)
     sys.exit(status)
