@@ -69,15 +69,12 @@ if TYPE_CHECKING:  # annotations only; never imported at run time (start-up cost
 # The real path: through a symlink (`ln -s .../rooda.py ~/bin/rooda`) it is still the
 # directory that holds prompts/ and rooda-config.json, not the link's.
 ROODA_DIR = os.path.dirname(os.path.realpath(__file__))
-# The shipped procedures, beside rooda.py (tier "shipped").
-SHIPPED_CONFIG = os.path.join(ROODA_DIR, "rooda-config.json")
+SHIPPED_CONFIG = os.path.join(ROODA_DIR, "rooda-config.json")  # the procedures (tier "shipped")
 # File names a workspace (or global) config may have, in the order they are looked for.
 CONFIG_NAMES = ("rooda-config.json", "rooda-config.yml", "rooda-config.yaml")
-# The four OODA phases, in prompt order.
-PHASES = ("observe", "orient", "decide", "act")
-# Words that are commands, so no procedure may take them.
-RESERVED_WORDS = ("run", "prompt", "list", "info", "config", "doctor", "vendor", "status", "resume",
-                  "help", "version")
+PHASES = ("observe", "orient", "decide", "act")  # the four OODA phases, in prompt order
+RESERVED_WORDS = (  # the commands: no procedure may take their names
+    "run", "prompt", "list", "info", "config", "doctor", "vendor", "status", "resume", "help", "version")
 # Iteration outcomes (SPEC 5, the outcome matrix): a provider's limit or outage is
 # waited out and the iteration runs again; a signal ends one as interrupted.
 SUCCESS, COMPLETED, FAILURE, TIMEOUT, REJECTED = "success", "completed", "failure", "timeout", "rejected"
@@ -94,35 +91,27 @@ PROVIDER_CAUSES = (CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE)
 # How a run ended (the .jsonl's session_end.status); STOPS gives each its exit code.
 STATUS_COMPLETED, STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR = "completed", "aborted", "stuck", "error"
 STATUS_INTERRUPTED, STATUS_LIMITED, STATUS_UNAVAILABLE = "interrupted", "limited", "unavailable"
-# Signal kinds, as they appear in the jsonl log and the iteration records.
-SIGNAL_SUCCESS, SIGNAL_FAILURE = "SUCCESS", "FAILURE"
-# Bytes per os.read of the agent's pipes and per os.write of the prompt.
-READ_SIZE = 65536
-# Reads of one pipe per wake-up of the selector, at most (a burst of output).
-READS_PER_WAKEUP = 16
+SIGNAL_SUCCESS, SIGNAL_FAILURE = "SUCCESS", "FAILURE"  # promise signal kinds, as the .jsonl has them
+READ_SIZE = 65536  # bytes per os.read of the agent's pipes and per os.write of the prompt
+READS_PER_WAKEUP = 16  # reads of one pipe per wake-up of the selector, at most (a burst)
 # The capacity asked for the agent's output pipes (Linux F_SETPIPE_SZ; 0: leave it).
 PIPE_BUFFER_BYTES = 1 << 20
 # After the agent exits, how long output from leftover children is still read before
 # the group is terminated (a background child holding stdout must not stall the loop).
 DRAIN_SECONDS = 0.3
-# How often the process group is probed while waiting for it to empty.
-GROUP_POLL_SECONDS = 0.02
+GROUP_POLL_SECONDS = 0.02  # how often a process group is probed while it empties
 # After SIGKILL, how long to wait for the pipes to close before abandoning them (a
 # process in uninterruptible sleep, or one that escaped the group, may hold them).
 KILL_WAIT_SECONDS = 2.0
 # How long processes killed with SIGKILL are waited for, so that what they leave behind
 # is found (an escaped process's own children are adopted only once it has died).
 KILL_SETTLE_SECONDS = 1.0
-# Upper bound of the back-off delay between failing iterations.
-BACKOFF_CAP_SECONDS = 300.0
-# Bytes of the previous iteration's output quoted in the next prompt (SPEC 4).
-FEEDBACK_TAIL_BYTES = 2048
+BACKOFF_CAP_SECONDS = 300.0  # the longest back-off delay between failing iterations
+FEEDBACK_TAIL_BYTES = 2048  # bytes of the previous iteration's output in the next prompt (SPEC 4)
 # Largest prompt passed as one argument with {prompt} (ARG_MAX is often 128 KiB per arg).
 PROMPT_ARG_LIMIT = 128 * 1024
-# The smallest max_output_buffer a config may set (the Go rooda's floor, SPEC 3 rev 2).
-MIN_OUTPUT_BUFFER = 1024
-# Built-in default cap when no tier sets one (seed 000).
-DEFAULT_MAX_ITERATIONS = 5
+MIN_OUTPUT_BUFFER = 1024  # the smallest max_output_buffer (the Go rooda's floor, SPEC 3 rev 2)
+DEFAULT_MAX_ITERATIONS = 5  # the cap when no tier sets one (seed 000)
 # The only two tokens replaced in an agent command: the path of a temporary file with
 # the prompt, and the prompt itself as one argument (SPEC 7).
 PROMPT_FILE_TOKEN = "{prompt_file}"
@@ -142,11 +131,8 @@ class UsageError(RoodaError):
 
 
 class ConfigError(RoodaError):
-    """One or more problems in a configuration file, each located as precisely as known.
-
-    ``problems`` holds tuples (path, line, column, message, source line); line and
-    column are 1-based or None. All problems of a run are reported together.
-    """
+    """One or more problems in configuration files, each located as precisely as known:
+    (path, line, column, message, source line), line and column 1-based or None."""
 
     def __init__(self, message: str, path: Optional[str] = None, line: Optional[int] = None,
                  col: Optional[int] = None, source: Optional[str] = None) -> None:
@@ -1293,8 +1279,7 @@ def decode_claude(event: dict) -> Optional[list]:
 @output_format("codex")
 def decode_codex(event: dict) -> Optional[list]:
     """Codex `exec --json`."""
-    kind = event.get("type")
-    item = _mapping(event.get("item"))
+    kind, item = event.get("type"), _mapping(event.get("item"))
     item_type = item.get("type")
     if kind in ("thread.started", "turn.started", "item.updated"):
         return []
@@ -1381,8 +1366,7 @@ def decode_gemini(event: dict) -> Optional[list]:
 @output_format("copilot")
 def decode_copilot(event: dict) -> Optional[list]:
     """GitHub Copilot CLI `--output-format json`."""
-    kind = event.get("type")
-    data = _mapping(event.get("data"))
+    kind, data = event.get("type"), _mapping(event.get("data"))
     if kind == "assistant.message":
         events: list = []
         if isinstance(data.get("model"), str):
@@ -1413,8 +1397,7 @@ def decode_copilot(event: dict) -> Optional[list]:
 @output_format("opencode", reports_cost=True)
 def decode_opencode(event: dict) -> Optional[list]:
     """OpenCode `run --format json`."""
-    kind = event.get("type")
-    part = _mapping(event.get("part"))
+    kind, part = event.get("type"), _mapping(event.get("part"))
     if kind == "text":
         return [text_event(str(part.get("text") or ""))]
     if kind == "tool_use":
@@ -2068,22 +2051,14 @@ def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callab
     return fragments
 
 
-TIER_BUILTIN = "built-in"
-TIER_SHIPPED = "shipped"
-TIER_GLOBAL = "global"
-TIER_WORKSPACE = "workspace"
-TIER_ENV = "env"
-TIER_FLAG = "flag"
-# Prefix of the environment variables of the env tier.
-ENV_PREFIX = "ROODA_LOOP_"
+TIER_BUILTIN, TIER_SHIPPED, TIER_GLOBAL = "built-in", "shipped", "global"
+TIER_WORKSPACE, TIER_ENV, TIER_FLAG = "workspace", "env", "flag"
+ENV_PREFIX = "ROODA_LOOP_"  # the env tier's variables
 
 
 class Config(Record):
-    """The merged configuration.
-
-    `provenance` maps key paths (tuples) to (tier, file, line, column) of the value in
-    force; `sources` keeps each file's lines for carets; `files` lists (tier, file).
-    """
+    """The merged configuration; `provenance` maps key paths (tuples) to (tier, file,
+    line, column) of the value in force, `sources` keeps each file's lines for carets."""
 
     data: dict
     provenance: Dict[tuple, Tuple[str, Optional[str], Optional[int], Optional[int]]]
@@ -2383,11 +2358,8 @@ def config_files(config_path: Optional[str], cwd: str, environ: Mapping[str, str
 
 def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
                 environ: Optional[Mapping[str, str]] = None) -> Config:
-    """Load and merge the tiers below `flag`, then validate the result once.
-
-    `config_path` is the workspace file (--config); without it ./rooda-config.json
-    (or .yml / .yaml) in `cwd` is used when present. All problems are raised together.
-    """
+    """Load and merge the tiers below `flag` (`config_path`: --config), then validate the
+    result once; all problems are raised together."""
     cwd = cwd or os.getcwd()
     variables: Mapping[str, str] = os.environ if environ is None else environ
     data: dict = {}
@@ -3117,11 +3089,8 @@ class _SelectorPump:
 
 
 class _ThreadPump:
-    """The same with a thread per pipe, where selectors cannot watch pipes (Windows).
-    ROODA_THREADED_IO=1 forces it on POSIX, so that it is tested there too.
-
-    Each thread owns its pipe end and closes it at end of file; the main thread polls
-    the queue (50 ms at most) for output, the agent's exit and signals."""
+    """The same with a thread per pipe, each closing its pipe end at end of file, where
+    selectors cannot watch pipes (Windows; ROODA_THREADED_IO=1 tests it on POSIX)."""
 
     def __init__(self, stdin_fd: Optional[int], out_fd: int, err_fd: int, prompt: bytes,
                  guard: Optional[SignalGuard]) -> None:
@@ -3290,7 +3259,7 @@ class Limits(Record):
 class _Supervision:
     """One child from its start to its end (CPython's Popen._communicate, with more to
     do): its pipes pumped to the sinks, its timeouts enforced, and its process group
-    ended (TERM, grace, KILL) when it must end. The state lives on self, and one method,
+    ended (its stop signal, grace, KILL) when it must end. The state lives on self, and one method,
     `due`, says what is due next and when -- used both to act and to sleep until then.
 
     As subreaper we adopt the child's orphans; those that die must be reaped here, or
@@ -3305,8 +3274,7 @@ class _Supervision:
             signal.getsignal(signal.SIGINT) == signal.SIG_IGN else limits.stop_signal
         _HELPERS.watch(child.pid, self.stop_signal)
         self.timeout, self.idle, self.grace = limits.timeout, limits.idle, limits.grace
-        self.subreaper = become_subreaper()
-        self.seen_signals = seen_signals
+        self.subreaper, self.seen_signals = become_subreaper(), seen_signals
         self.started = self.last_output = time.monotonic()
         self.exited_at: Optional[float] = None   # when the child itself was seen to exit
         self.term_at: Optional[float] = None     # when the stop signal went to the group
@@ -3647,14 +3615,12 @@ class SignalScanner:
         self.found |= kinds
 
 
-# A structured line longer than this is dropped, with one warning: memory stays bounded.
-MAX_EVENT_LINE = 16 * 1024 * 1024
+MAX_EVENT_LINE = 16 * 1024 * 1024  # a longer structured line is dropped, with one warning
 # Bytes of the CLI's own text (non-JSON lines, stderr) read for limit messages (SPEC 13).
 LIMIT_SCAN_BYTES = 2048
 
 
-# A text agent silent this long is "quiet" on the status line (SPEC 14).
-QUIET_SECONDS = 30.0
+QUIET_SECONDS = 30.0  # a text agent silent this long is "quiet" on the status line (SPEC 14)
 
 
 def activity_words(kind: str, detail: str, seconds: float) -> str:
@@ -3783,10 +3749,8 @@ class EventReader:
         # verdict stands when not one line was an event of the format (a wrong format
         # must not hide SUCCESS).
         self.scanner, self.fallback, self.warn = scanner, fallback, warn
-        self.loads = json.loads
-        self.show = _tee(show_out, log)
-        self.show_err = _tee(show_err, log)
-        self.raw = raw
+        self.loads, self.raw = json.loads, raw
+        self.show, self.show_err = _tee(show_out, log), _tee(show_err, log)
         self.cwd = cwd.rstrip(os.sep) + os.sep
         self.pending: List[bytes] = []      # the open line, when it spans reads
         self.pending_size = 0
@@ -3794,8 +3758,7 @@ class EventReader:
         self.dropped = 0                    # lines over MAX_EVENT_LINE
         self.undecodable = 0                # JSON the decoder could not make sense of
         self.events = 0                     # lines that were events of the format
-        self.tool_calls = 0
-        self.last_tool = ""
+        self.tool_calls, self.last_tool = 0, ""
         self.usage: Dict[str, Any] = {}
         self.error: Optional[Tuple[str, Optional[int], Optional[str]]] = None
         self.limit: Optional[Tuple[str, Optional[str], Optional[float]]] = None
@@ -4104,15 +4067,13 @@ def explanation(text: str, markers: Sequence[str]) -> str:
     return ""
 
 
-# Seconds added to a known reset time (the CLIs print it cut to the minute).
-LIMIT_MARGIN_SECONDS = 30
+LIMIT_MARGIN_SECONDS = 30  # added to a known reset time (the CLIs print it cut to the minute)
 # Waits when the reset time is unknown: 1, 2, 4 ... minutes, doubling per consecutive
 # limited attempt, capped here; an outage is retried the same way, capped lower.
 LIMIT_BACKOFF_START = 60
 LIMIT_BACKOFF_CAP = 1800
 OUTAGE_BACKOFF_CAP = 900
-# A printed time of day this far in the past is the same minute today, not tomorrow.
-RESET_PAST_TOLERANCE = 300
+RESET_PAST_TOLERANCE = 300  # a time of day this far past is the same minute today, not tomorrow
 # What the provider did, in words, as (cause, regex, the limit's kind -- None: the
 # regex's first group). The CLIs' own (their rows' `words`) are read in a failed text
 # agent's last 2 KB. The API wordings added to them are too common in ordinary output (a
@@ -4329,9 +4290,7 @@ STOPS = {
 # config. HEAD, read before and after every iteration, comes from the repository's own
 # files: starting git twice per iteration was most of rooda's overhead in a repository.
 
-GATE_VERIFY = "verify"
-GATE_DONE_WHEN = "done_when"
-GATE_GIT = "git"
+GATE_VERIFY, GATE_DONE_WHEN, GATE_GIT = "verify", "done_when", "git"
 # Default commit message: {procedure}, {iteration} (1-based) and {summary} (the first line
 # of the agent's final message) are replaced.
 DEFAULT_COMMIT_MESSAGE = "{procedure} {iteration}: {summary}"
@@ -4392,8 +4351,7 @@ def error_excerpt(output: bytes, lines: int = 5) -> List[str]:
     return [line.rstrip()[:200] for line in text.splitlines() if line.strip()][-lines:]
 
 
-# Commit ids: SHA-1 (40 hex digits) or SHA-256 (64).
-_OBJECT_ID_LENGTHS = (40, 64)
+_OBJECT_ID_LENGTHS = (40, 64)  # commit ids: SHA-1 (40 hex digits) or SHA-256 (64)
 # Refs that live in a linked worktree's own git directory, not in the common one.
 _PER_WORKTREE_REFS = ("refs/bisect/", "refs/worktree/", "refs/rewritten/")
 
@@ -4831,16 +4789,12 @@ class SessionLog:
 
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
-# Bytes of output held for a reader that is not reading, before output is dropped.
-OUTLET_BUFFER_BYTES = 8 << 20
+OUTLET_BUFFER_BYTES = 8 << 20  # output held for a reader that is not reading, then dropped
 # At the end of a run, how long a stalled reader is waited for before it is given up.
 OUTLET_STALL_SECONDS = 2.0
-# Seconds between redraws of the status line.
-STATUS_LINE_SECONDS = 1.0
-# A gate that runs longer than this is announced when it ends, passed or not.
-LONG_GATE_SECONDS = 10.0
-# Terminal control: back to the start of the line and erase it.
-ERASE_LINE = "\r\033[K"
+STATUS_LINE_SECONDS = 1.0  # between redraws of the status line
+LONG_GATE_SECONDS = 10.0  # a gate that runs longer is announced when it ends, passed or not
+ERASE_LINE = "\r\033[K"  # back to the start of the line, and erase it
 
 
 class Outlet:
@@ -5018,12 +4972,11 @@ class Progress:
         self.live = terminal and verbosity == NORMAL
         self.heartbeat = heartbeat if not terminal and verbosity >= NORMAL else 0
         # `ticking`: something else wants the tick too (the run's live activity file).
-        self.ticker = Ticker(STATUS_LINE_SECONDS, self._tick) if self.live or self.heartbeat or ticking \
-            else None
+        wanted = self.live or self.heartbeat or ticking
+        self.ticker = Ticker(STATUS_LINE_SECONDS, self._tick) if wanted else None
         self.describe: Optional[Callable[[], Tuple[str, str]]] = None
         self.on_tick: Optional[Callable[[], None]] = None  # the run's live activity file
-        self.last_line = time.monotonic()
-        self.drawn = False
+        self.last_line, self.drawn = time.monotonic(), False
         # Reentrant: a warning from the outlet (its reader stopped) may come while a line
         # is being written under this lock, by the same thread.
         self.lock = threading.RLock()
@@ -5110,13 +5063,10 @@ def _same_file(first: TextIO, second: TextIO) -> bool:
 # next iteration). run_loop opens and closes the session.
 
 class RunPlan(Record):
-    """Everything a run needs, resolved from the configuration and the command line.
-
-    `prompt_file` is set for `prompt <file>` (its text, read afresh each iteration, is the
-    prompt), `prompt_text` for `prompt -` (read once from stdin); `log_dir` is None with
-    --no-log; `repo` is the git repository (for the git gates and the logs' HEAD), None
-    outside one or when nothing needs it.
-    """
+    """Everything a run needs, resolved from the configuration and the command line:
+    `prompt_file` for `prompt <file>` (read afresh each iteration), `prompt_text` for
+    `prompt -` (read once); `log_dir` None with --no-log; `repo` None outside git or when
+    nothing needs it."""
 
     procedure: str
     fragments: Dict[str, List[dict]]
@@ -5905,15 +5855,21 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
 # came from), one function per command, and main. Each command returns an exit code;
 # only main turns errors into messages.
 
-USAGE = """python3 rooda.py <procedure> [max_iterations] [options]
-       python3 rooda.py run <procedure> [max_iterations] [options]
-       python3 rooda.py prompt <file|-> [max_iterations] [options]
-       python3 rooda.py list | info <procedure> | doctor [<procedure>]
-       python3 rooda.py config [<procedure>] [--json]
-       python3 rooda.py status [SESSION] [--all] [--json] [--log-dir DIR]
-       python3 rooda.py resume [SESSION] [options]
-       python3 rooda.py vendor <dir> [--force]
-       python3 rooda.py help | version | --help | --version"""
+# The commands and their word counts: (fewest, most, usage). Anything else is a procedure.
+COMMAND_WORDS = {
+    "run": (1, 2, "run <procedure> [max_iterations] [options]"),
+    "prompt": (1, 2, "prompt <file|-> [max_iterations] [options]"),
+    "list": (0, 0, "list"),
+    "info": (1, 1, "info <procedure>"),
+    "config": (0, 2, "config [<procedure>] [--json]"),
+    "doctor": (0, 1, "doctor [<procedure>]"),
+    "status": (0, 1, "status [SESSION] [--all] [--json] [--log-dir DIR]"),
+    "resume": (0, 1, "resume [SESSION] [options]"),
+    "vendor": (1, 1, "vendor <dir> [--force]"),
+}
+USAGE = "\n       ".join("python3 rooda.py " + usage for usage in (
+    ["<procedure> [max_iterations] [options]"] + [usage for _, _, usage in COMMAND_WORDS.values()]
+    + ["help | version | --help | --version"]))
 DESCRIPTION = """\
 Run an AI coding agent in an OODA loop: each iteration pipes a prompt assembled
 from the procedure's observe/orient/decide/act fragments (or one prompt file) to a
@@ -6947,20 +6903,6 @@ def command_resume(options: Any) -> int:
     if procedure == "prompt":
         return command_run(again, "prompt", words[1] if len(words) > 1 else None, words[0], point)
     return command_run(again, procedure, words[0] if words else None, None, point)
-
-
-# The commands and their word counts: (fewest, most, usage). Anything else is a procedure.
-COMMAND_WORDS = {
-    "list": (0, 0, "list"),
-    "info": (1, 1, "info <procedure>"),
-    "config": (0, 2, "config [<procedure>] [--json]"),
-    "doctor": (0, 1, "doctor [<procedure>]"),
-    "vendor": (1, 1, "vendor <dir> [--force]"),
-    "status": (0, 1, "status [SESSION] [--all] [--json] [--log-dir DIR]"),
-    "resume": (0, 1, "resume [SESSION] [options]"),
-    "prompt": (1, 2, "prompt <file|-> [max_iterations] [options]"),
-    "run": (1, 2, "run <procedure> [max_iterations] [options]"),
-}
 
 
 def dispatch(options: Any) -> int:
