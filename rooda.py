@@ -227,15 +227,19 @@ def iso_time(moment: Optional[float] = None) -> str:
 
 
 def parse_iso_time(text: object) -> Optional[float]:
-    """The epoch of an iso_time text (read back from a .jsonl), or None."""
-    import calendar
-    if not isinstance(text, str):
+    """The epoch of an iso_time text (read back from a .jsonl), or None. (datetime, not
+    strptime: `status --all` reads a time per line, and strptime took most of its time.)"""
+    import datetime
+    match = re.match(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d\d\d)?", text) \
+        if isinstance(text, str) else None
+    if match is None:
         return None
+    year, month, day, hour, minute, second = (int(field) for field in match.groups()[:6])
     try:
-        whole = calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S"))
-        return whole + (float(text[19:23]) if text[19:20] == "." and text[20:23].isdigit() else 0.0)
-    except ValueError:
+        moment = datetime.datetime(year, month, day, hour, minute, second, tzinfo=datetime.timezone.utc)
+    except ValueError:  # a month 13, a 31st of June
         return None
+    return moment.timestamp() + float(match.group(7) or 0)
 
 
 def clock_words(moment: float, now: float) -> str:
@@ -6659,7 +6663,10 @@ def _read_session(path: str, whole: bool) -> Tuple[List[bytes], bool]:
         size = os.fstat(stream.fileno()).st_size
         if not whole and size - start > STATUS_TAIL_BYTES:
             stream.seek(size - STATUS_TAIL_BYTES)
-            return [first] + stream.read().split(b"\n")[1:], False  # (the first is cut)
+            tail = stream.read().rstrip(b"\n").split(b"\n")[1:]  # (the first is cut)
+            # An ended session says in its session_end all that `status --all` shows.
+            ended = tail and tail[-1].startswith(b'{"event": "session_end"')
+            return [first] + (tail[-1:] if ended else tail), False
         return [first] + stream.read().split(b"\n"), True
 
 

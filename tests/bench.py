@@ -20,6 +20,9 @@ the same run:
   6. a structured stream: 1 GiB of Claude Code stream-json (tool results of ~450 KB
      between small assistant events) through rooda -v --ai-format claude, against the
      same bytes read as text; peak RSS for 1 MiB and 1 GiB of it
+  7. `status --all` over 1,000 sessions of 100 iterations each (~100 MB of .jsonl)
+  8. rooda's CPU (with its helpers) while the agent works quietly for a minute, status
+     line on a terminal and logs on, read from /proc a few seconds into the iteration
 
 Standard library only; never fails on a figure (machines are noisy): it prints them.
 `--quick` uses fewer runs and 256 MiB for the streaming row; `--rows 2,3` runs only
@@ -41,9 +44,9 @@ PYTHON = sys.executable
 QUICK = "--quick" in sys.argv
 # --rows 2,3 runs only those rows (while working on one figure)
 ROWS = {int(r) for r in sys.argv[sys.argv.index("--rows") + 1].split(",")} if "--rows" in sys.argv \
-    else {1, 2, 3, 4, 5, 6}
+    else {1, 2, 3, 4, 5, 6, 7, 8}
 TARGETS = {"startup_ms": 35.0, "iteration_ratio": 0.6, "stream_ratio": 0.4, "rss_ratio": 1.3,
-           "signal_ms": 100.0, "structured_mbps": 200.0}
+           "signal_ms": 100.0, "structured_mbps": 200.0, "status_all_s": 1.0, "quiet_cpu_s": 0.1}
 
 WRITER = r'''
 import os, sys
@@ -436,6 +439,117 @@ def row_structured(rounds, work, size):
             "structured_rss_ratio": rss["1 GiB"] / rss["1 MiB"]}
 
 
+def write_sessions(directory, sessions, iterations):
+    """`sessions` session logs of `iterations` iterations each, as a run writes them; their
+    total size in bytes."""
+    import json
+
+    os.makedirs(directory)
+    usage = {"model": "claude-opus-4-8[1m]", "input_tokens": 39210, "output_tokens": 2200,
+             "cache_read_tokens": 120000, "cache_write_tokens": 800, "cost_usd": 0.31, "turns": 14,
+             "tool_calls": 22, "partial": False}
+    total = 0
+    for number in range(sessions):
+        stamp = "20261%03d-%06d" % (number // 100, number)
+        events = [{"event": "session_start", "time": "2026-11-24T01:00:00.000Z", "version": "0.3.0",
+                   "procedure": "build", "agent": ["claude", "-p"], "max_iterations": iterations,
+                   "failure_threshold": 3, "cwd": "/home/me/project", "pid": 4242, "log": "x.log",
+                   "argv": ["build", "-n", str(iterations)]}]
+        for iteration in range(1, iterations + 1):
+            events += [
+                {"event": "iteration_start", "time": "2026-11-24T01:00:01.000Z", "iteration": iteration,
+                 "prompt_sha256": "ab" * 32, "prompt_bytes": 8000, "fragments": ["prompts/observe/a.md"] * 4},
+                {"event": "gate", "time": "2026-11-24T01:00:02.000Z", "gate": "verify",
+                 "command": "make test", "exit_code": 0, "seconds": 12.5},
+                {"event": "iteration_end", "time": "2026-11-24T01:00:03.000Z", "iteration": iteration,
+                 "seconds": 312.4, "exit_code": 0, "signal": None, "signals": [], "outcome": "success",
+                 "cause": None, "consecutive_failures": 0, "verify": "pass", "head_before": "a" * 40,
+                 "head_after": "b" * 40, "output_bytes": 81234, "reason": None, "usage": usage}]
+        events.append({"event": "session_end", "time": "2026-11-24T09:00:00.000Z", "status": "completed",
+                       "reason": "cap", "iterations": iterations, "succeeded": iterations, "failed": 0,
+                       "seconds": 28800.0, "exit_code": 0, "usage": usage})
+        data = "".join(json.dumps(event) + "\n" for event in events).encode()
+        with open(os.path.join(directory, "session-%s.jsonl" % stamp), "wb") as stream:
+            stream.write(data)
+        total += len(data)
+    return total
+
+
+def row_status_all(rounds, work):
+    logs = os.path.join(work, "sessions")
+    size = write_sessions(logs, 1000, 100)
+    took = statistics.median(run([PYTHON, ROODA, "status", "--all", "--log-dir", logs])
+                             for _ in range(rounds))
+    one = statistics.median(run([PYTHON, ROODA, "status", "--log-dir", logs]) for _ in range(rounds))
+    print("7. status --all          1,000 sessions x 100 iterations (%d MB)" % (size >> 20))
+    print("                         status --all               %8.2f s                target < %.0f s: %s"
+          % (took, TARGETS["status_all_s"], verdict(took < TARGETS["status_all_s"])))
+    print("                         status (the newest, whole) %8.2f s" % one)
+    return {"status_all_s": took}
+
+
+def tree_cpu_seconds(root):
+    """User + system CPU so far of a process and its descendants, from /proc (Linux)."""
+    parents, cpu = {}, {}
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/stat" % name) as stream:
+                fields = stream.read().rsplit(")", 1)[1].split()
+        except (OSError, ValueError):
+            continue
+        parents[int(name)] = int(fields[1])
+        cpu[int(name)] = sum(int(field) for field in fields[11:15])  # utime stime cutime cstime
+    total, wanted = 0, {root}
+    for pid in sorted(parents):
+        chain, current = [], pid
+        while current in parents and current not in wanted and current > 1:
+            chain.append(current)
+            current = parents[current]
+        if current in wanted:
+            wanted.update(chain)
+            total += cpu.get(pid, 0)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def row_quiet_cpu(work, seconds):
+    """rooda's CPU over `seconds` of a quiet agent, a few seconds into the iteration
+    (start-up and the first redraw left out), status line on a terminal, logs on."""
+    import pty
+    import threading
+
+    if not os.path.isdir("/proc/self/task"):
+        print("8. quiet agent           skipped: needs /proc")
+        return {}
+    project = os.path.join(work, "quiet")
+    os.makedirs(project)
+    subprocess.run(["git", "init", "-q", project], check=True)
+    master, slave = pty.openpty()
+
+    def drain():
+        try:
+            while os.read(master, 65536):
+                pass
+        except OSError:
+            pass
+    threading.Thread(target=drain, daemon=True).start()
+    proc = subprocess.Popen([PYTHON, ROODA, "build", "-n", "1", "--ai-cmd", "sleep %d" % (seconds + 10),
+                             "--log-dir", os.path.join(work, "quiet-logs")], cwd=project,
+                            stdout=subprocess.DEVNULL, stderr=slave, env=dict(os.environ, TERM="xterm"))
+    try:
+        time.sleep(5)
+        before = tree_cpu_seconds(proc.pid)
+        time.sleep(seconds)
+        per_minute = (tree_cpu_seconds(proc.pid) - before) * 60.0 / seconds
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(slave)
+        os.close(master)
+    print("8. quiet agent           rooda's CPU per quiet minute %6.3f s (over %d s)    target < %.1f s: %s"
+          % (per_minute, seconds, TARGETS["quiet_cpu_s"], verdict(per_minute < TARGETS["quiet_cpu_s"])))
+    return {"quiet_cpu_s": per_minute}
+
+
 def main():
     started = time.monotonic()
     rounds = 5 if QUICK else 11
@@ -459,6 +573,10 @@ def main():
             figures.update(row_signal(rounds, work))
         if 6 in ROWS:
             figures.update(row_structured(3 if QUICK else 5, work, (256 if QUICK else 1024) << 20))
+        if 7 in ROWS:
+            figures.update(row_status_all(3 if QUICK else 5, work))
+        if 8 in ROWS:
+            figures.update(row_quiet_cpu(work, 10 if QUICK else 60))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("\n(%.0f s)" % (time.monotonic() - started))

@@ -493,3 +493,27 @@ def test_a_status_line_with_wide_characters_fits_the_terminal(workspace, agent):
     drawn = [line for line in re.findall(r"\r\x1b\[K([^\r\n]+)", "".join(seen)) if "→ Bash" in line]
     columns = [sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line) for line in drawn]
     assert drawn and max(columns) <= 69, drawn
+
+
+def test_status_all_reads_a_long_sessions_first_line_and_tail(workspace, tmp_path):
+    """--all reads no whole file: an ended session's session_end says the counts; one
+    that died is read from what its last 64 KB hold (`?` for what they do not say)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for day, ended in (("24", True), ("25", False)):
+        events = [{"event": "session_start", "time": "2026-11-%sT10:00:00.000Z" % day, "procedure": "build",
+                   "pid": 999999999, "max_iterations": 2000}]
+        events += [{"event": "iteration_end", "time": "2026-11-%sT10:59:00.000Z" % day, "iteration": number,
+                    "outcome": "failure" if number % 2 else "success", "reason": "exit 1: boom %d" % number,
+                    "usage": {"cost_usd": 0.5}} for number in range(1, 1001)]
+        events += [{"event": "session_end", "time": "2026-11-%sT12:00:00.000Z" % day, "status": "aborted",
+                    "reason": "3 failures", "iterations": 1000, "succeeded": 500, "failed": 500, "seconds": 7200,
+                    "exit_code": 1, "usage": {"cost_usd": 500.0}}] if ended else []
+        text = "".join(json.dumps(event) + "\n" for event in events)
+        assert len(text) > 2 * 65536
+        (logs / ("session-202611%s-100000.jsonl" % day)).write_text(text)
+    code, rows, err = status(workspace, "--all", "--log-dir", logs)
+    assert code == 0, err
+    died, ended = [row.split(None, 7) for row in rows.splitlines()]
+    assert died[1:7] == ["10:00:00", "build", "1000/2000", "died", "59m00s", "?"] and died[7] == "exit 1: boom 999"
+    assert ended[1:] == ["10:00:00", "build", "1000/2000", "aborted", "2h00m00s", "$500.00", "3 failures"]
