@@ -123,13 +123,8 @@ time.sleep(60)
 '''
 
 
-def run(argv, terminal=False, **kwargs):
-    """Wall-clock seconds of one command, its output discarded (stderr on a pseudo-
-    terminal that a thread drains, with `terminal`)."""
-    if not terminal:
-        started = time.perf_counter()
-        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, **kwargs)
-        return time.perf_counter() - started
+def drained_terminal():
+    """A pseudo-terminal whose output a thread reads away: (its slave fd, close())."""
     import pty
     import threading
 
@@ -143,13 +138,27 @@ def run(argv, terminal=False, **kwargs):
             pass
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
+
+    def close():
+        os.close(slave)
+        reader.join(5)
+        os.close(master)
+    return slave, close
+
+
+def run(argv, terminal=False, **kwargs):
+    """Wall-clock seconds of one command, its output discarded (stderr on a pseudo-
+    terminal that a thread drains, with `terminal`)."""
+    if not terminal:
+        started = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, **kwargs)
+        return time.perf_counter() - started
+    slave, close = drained_terminal()
     started = time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=slave, check=False,
                    env=dict(os.environ, TERM="xterm"), **kwargs)
     took = time.perf_counter() - started
-    os.close(slave)
-    reader.join(5)
-    os.close(master)
+    close()
     return took
 
 
@@ -514,24 +523,13 @@ def tree_cpu_seconds(root):
 def row_quiet_cpu(work, seconds):
     """rooda's CPU over `seconds` of a quiet agent, a few seconds into the iteration
     (start-up and the first redraw left out), status line on a terminal, logs on."""
-    import pty
-    import threading
-
     if not os.path.isdir("/proc/self/task"):
         print("8. quiet agent           skipped: needs /proc")
         return {}
     project = os.path.join(work, "quiet")
     os.makedirs(project)
     subprocess.run(["git", "init", "-q", project], check=True)
-    master, slave = pty.openpty()
-
-    def drain():
-        try:
-            while os.read(master, 65536):
-                pass
-        except OSError:
-            pass
-    threading.Thread(target=drain, daemon=True).start()
+    slave, close = drained_terminal()
     proc = subprocess.Popen([PYTHON, ROODA, "build", "-n", "1", "--ai-cmd", "sleep %d" % (seconds + 10),
                              "--log-dir", os.path.join(work, "quiet-logs")], cwd=project,
                             stdout=subprocess.DEVNULL, stderr=slave, env=dict(os.environ, TERM="xterm"))
@@ -543,8 +541,7 @@ def row_quiet_cpu(work, seconds):
     finally:
         proc.kill()
         proc.wait()
-        os.close(slave)
-        os.close(master)
+        close()
     print("8. quiet agent           rooda's CPU per quiet minute %6.3f s (over %d s)    target < %.1f s: %s"
           % (per_minute, seconds, TARGETS["quiet_cpu_s"], verdict(per_minute < TARGETS["quiet_cpu_s"])))
     return {"quiet_cpu_s": per_minute}

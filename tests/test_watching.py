@@ -66,11 +66,12 @@ def read_until(fd, seen, done, timeout=30):
     return done("".join(seen))
 
 
-def watch_in_terminal(agent, workspace, until, columns=None):
-    """A one-iteration run on a pseudo-terminal whose agent waits until `until(text)`
-    holds for what the terminal has shown; (raw output, exit code)."""
-    agent.script({"actions": [{"out": "thinking\n"}, {"wait_for": "release"}]})
-    proc, master = start_in_terminal(agent, "-n", "1", cwd=workspace, columns=columns)
+def watch_in_terminal(agent, workspace, until, *args, columns=None, term="xterm", step=None):
+    """A one-iteration run on a pseudo-terminal whose agent (by default: `thinking`, then
+    a wait for `release`) goes on once `until(text)` holds for what the terminal has shown;
+    (raw output, exit code)."""
+    agent.script(step or {"actions": [{"out": "thinking\n"}, {"wait_for": "release"}]})
+    proc, master = start_in_terminal(agent, "-n", "1", *args, cwd=workspace, columns=columns, term=term)
     seen = []
     try:
         assert read_until(master, seen, until), "".join(seen)
@@ -411,18 +412,8 @@ def test_term_dumb_on_a_terminal_gets_heartbeats_and_no_escape_at_all(workspace,
     """Items 4 and 17: TERM=dumb had neither a status line nor a heartbeat, and `--color
     auto` still wrote colour."""
     write_config(workspace, {"loop": {"heartbeat": 0.5}})
-    agent.script({"actions": [{"out": "thinking\n"}, {"wait_for": "release"}], "exit": 1})
-    proc, master = start_in_terminal(agent, "-n", "1", cwd=workspace, term="dumb")
-    seen = []
-    try:
-        assert read_until(master, seen, lambda text: text.count("still running") >= 2), "".join(seen)
-        release(agent)
-        read_until(master, seen, lambda text: "Log: " in text)
-        proc.wait(timeout=30)
-    finally:
-        release(agent)
-        os.close(master)
-    raw = "".join(seen)
+    raw, _ = watch_in_terminal(agent, workspace, lambda text: text.count("still running") >= 2, term="dumb",
+                               step={"actions": [{"out": "thinking\n"}, {"wait_for": "release"}], "exit": 1})
     assert "Iteration 1/1 completed in" in raw and "\x1b" not in raw and "\r\n\r" not in raw
 
 
@@ -478,19 +469,11 @@ def test_a_status_line_with_wide_characters_fits_the_terminal(workspace, agent):
 
     wide = {"type": "assistant", "message": {"content": [
         {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "echo " + "你好世界" * 10}}]}}
-    agent.script({"actions": [{"out": events_line(wide)}, {"wait_for": "release"},
-                              {"out": events_line(say("<promise>SUCCESS</promise> done"), OK_RESULT)}]})
-    proc, master = start_in_terminal(agent, "-n", "1", "--ai-format", "claude", cwd=workspace, columns=70)
-    seen = []
-    try:
-        assert read_until(master, seen, lambda text: "→ Bash: echo 你好" in text), "".join(seen)
-        release(agent)
-        read_until(master, seen, lambda text: "Log: " in text)
-        proc.wait(timeout=30)
-    finally:
-        release(agent)
-        os.close(master)
-    drawn = [line for line in re.findall(r"\r\x1b\[K([^\r\n]+)", "".join(seen)) if "→ Bash" in line]
+    raw, _ = watch_in_terminal(agent, workspace, lambda text: "→ Bash: echo 你好" in text, "--ai-format", "claude",
+                               columns=70, step={"actions": [
+                                   {"out": events_line(wide)}, {"wait_for": "release"},
+                                   {"out": events_line(say("<promise>SUCCESS</promise> done"), OK_RESULT)}]})
+    drawn = [line for line in re.findall(r"\r\x1b\[K([^\r\n]+)", raw) if "→ Bash" in line]
     columns = [sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line) for line in drawn]
     assert drawn and max(columns) <= 69, drawn
 
