@@ -2682,7 +2682,7 @@ def bare_signal_lines(plan: RunPlan) -> str:
 # the pipe accepts it while stdout and stderr are read in 64 KiB chunks, so neither side
 # can block the other; a wake-up fd carries SIGINT/SIGTERM/SIGHUP and SIGCHLD into it.
 # Where selectors cannot watch pipes (Windows) a thread per pipe feeds a bounded queue
-# instead. The child's whole process group is terminated at the end (TERM, grace, KILL);
+# instead. The child's whole group is ended at the end (its stop signal, grace, KILL);
 # on Linux rooda is a child subreaper, so that descendants that escaped the group with
 # setsid are found and terminated too.
 
@@ -3221,6 +3221,7 @@ class _Helpers:
 
     def watch(self, pgid: int, stop_signal: Optional[int]) -> None:
         """Tell the guardian of a group rooda started, and its stop signal (None: it has ended)."""
+        self.procs = [proc for proc in self.procs if proc.poll() is None]  # (a keep-awake that failed)
         if self.guardian is not None:
             try:
                 self.guardian.stdin.write(b"%d %d\n" % (pgid, stop_signal or 0))
@@ -3273,9 +3274,9 @@ class _Supervision:
                  guard: Optional[SignalGuard], limits: Limits, ticker: Optional[Ticker],
                  seen_signals: int) -> None:
         self.child, self.pump, self.sinks, self.guard, self.ticker = child, pump, sinks, guard, ticker
-        # SIGINT stays ignored where rooda inherited it so (nohup): then SIGTERM it is.
-        self.stop_signal = signal.SIGTERM if limits.stop_signal == signal.SIGINT and \
-            signal.getsignal(signal.SIGINT) == signal.SIG_IGN else limits.stop_signal
+        # (A CLI whose stop signal is SIGINT handles it itself, even where it started with
+        # SIGINT ignored -- nohup, a script's `&` -- as Claude Code 2.1.197 was seen to.)
+        self.stop_signal = limits.stop_signal
         _HELPERS.watch(child.pid, self.stop_signal)
         self.timeout, self.idle, self.grace = limits.timeout, limits.idle, limits.grace
         self.subreaper, self.seen_signals = become_subreaper(), seen_signals
@@ -4035,7 +4036,7 @@ def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: Optional
     signals = set(signals)
     if trouble is not None:
         outcome = {CAUSE_LIMIT: LIMITED, CAUSE_OUTAGE: UNAVAILABLE}.get(trouble, FAILURE)
-    elif reported_error or git_failed:
+    elif (reported_error and not timed_out) or git_failed:  # (an error rooda's stop provoked: timeout)
         outcome = FAILURE
     elif SIGNAL_SUCCESS in signals:
         outcome = REJECTED if verified is False else COMPLETED
@@ -4634,12 +4635,10 @@ class SessionLog:
             raise RoodaError("cannot create the log directory %s: %s; choose another with"
                              " --log-dir, or run with --no-log" % (shown_directory, exc.strerror)) from None
         stamp = resume or time.strftime("session-%Y%m%d-%H%M%S")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-        flags |= 0 if resume else os.O_EXCL
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | \
+            (0 if resume else os.O_EXCL)
         self.warn: Optional[Callable[[str], None]] = None  # set by the loop: one warning
         self.problem: Optional[str] = None                 # why logging stopped
-        self.jsonl_size = 0
-        self.agent_fd: Optional[int] = None
         for attempt in range(1, 1000):
             base = stamp if attempt == 1 else "%s-%d" % (stamp, attempt)
             suffixes = (".log", ".jsonl", "-agent.jsonl") if agent_stream else (".log", ".jsonl")
@@ -4659,7 +4658,7 @@ class SessionLog:
                                  % (shown_directory, exc.strerror)) from None
             self.log_fd, self.jsonl_fd = opened[0], opened[1]
             self.jsonl_size = os.fstat(self.jsonl_fd).st_size
-            self.agent_fd = opened[2] if agent_stream else None
+            self.agent_fd: Optional[int] = opened[2] if agent_stream else None
             self.path = os.path.join(directory, names[0])
             self.live_path = os.path.join(directory, base + "-live.json")
             self.shown = os.path.join(shown_directory, names[0])
@@ -5181,8 +5180,7 @@ class _Run:
         assert plan.agent is not None
         self.plan, self.progress, self.guard, self.log = plan, progress, guard, log
         self.agent: AgentCommand = plan.agent
-        self.format = OUTPUT_FORMATS.get(self.agent.format)
-        self.state = LoopState()
+        self.format, self.state = OUTPUT_FORMATS.get(self.agent.format), LoopState()
         verbose = plan.verbosity >= VERBOSE
         self.stdout_sink = out.write if verbose and out is not None else None
         self.stderr_sink = err.write if verbose and err is not None else None
@@ -5195,8 +5193,7 @@ class _Run:
         self.step: Optional[Tuple[str, str, float]] = None
         self.live_written: Optional[dict] = None
         progress.on_tick = self.write_live if log is not None else None
-        self.cost_unknown_said = False
-        self.markers = signal_markers(plan.signals)
+        self.cost_unknown_said, self.markers = False, signal_markers(plan.signals)
         self.fragment_names = _fragment_names(plan)  # for the logs: the same every iteration
         # How commits name this run: its session, else the run's mark (--no-log).
         self.session = os.path.basename(log.path)[:-4] if log is not None else os.environ.get("ROODA_RUN", "")
@@ -6744,12 +6741,23 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
         process = _process_state(summary["pid"], begun)
         alive = process not in (None, "Z", "X")
         summary["state"] = RUN_STOPPED if process in ("T", "t") else RUN_RUNNING if alive else RUN_DIED
-        if begun is not None:  # a run that died lasted until its last event
-            summary["elapsed_seconds"] = round(carried + (now if alive else last_at or begun) - begun, 3)
+        if begun is not None:  # a run that died lasted until its last sign of life
+            lasted_until = now if alive else _last_seen(path, last_at or begun)
+            summary["elapsed_seconds"] = round(carried + lasted_until - begun, 3)
         if alive:
             summary.update(_live_activity(path, now))
     summary["usage"] = {name: usage.get(name) for name in USAGE_FIELDS} if usage else None
     return summary
+
+
+def _last_seen(path: str, last_event: float) -> float:
+    """When a session that died last showed life: its last event, or the last write to its
+    .log (the agent's output) or live activity file, whichever came later."""
+    seen = [last_event]
+    for name in (".log", "-live.json"):
+        with _suppress(OSError):
+            seen.append(os.stat(path[:-len(".jsonl")] + name).st_mtime)
+    return max(seen)
 
 
 def _live_activity(path: str, now: float) -> Dict[str, Any]:

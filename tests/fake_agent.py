@@ -32,7 +32,8 @@ A step is a mapping:
                                        FAKE_AGENT_STATE/NAME (default bg-N.pid)
      {"ignore_term": true}             ignore SIGTERM from now on
      {"term_goes_on": NAME}            on SIGTERM create FAKE_AGENT_STATE/NAME and go on (as
-                                       Claude Code does during a tool); SIGINT still ends it
+                                       Claude Code does during a tool); SIGINT ends it, even
+                                       where it was started with SIGINT ignored (so does Claude)
      {"kill_self": SIGNUM}             die of a signal
   "exit":    the exit code (default 0)
 
@@ -155,6 +156,7 @@ def main():
         elif "term_goes_on" in action:
             marker = os.path.join(state, action["term_goes_on"])
             signal.signal(signal.SIGTERM, lambda *_: open(marker, "w").close())
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         elif "kill_self" in action:
             out.flush()
             os.kill(os.getpid(), action["kill_self"])

@@ -1,12 +1,13 @@
 """Left alone (SPEC 16, issue 20): rooda killed with SIGKILL leaves nothing running, the
 keep-awake hold ends with it, `notify` tells of the end, `resume` goes on where a run
 stopped, commits say what they are, the budget reaches the agent's own flag."""
+import json
 import os
 import signal
 
 import pytest
 
-from conftest import (OK_RESULT, fake_cli, alive, events_line, git, interrupt, make_repo,
+from conftest import (OK_RESULT, fake_cli, alive, process_state, events_line, git, interrupt, make_repo,
                       procedure, replay, run_main, run_rooda, say, session_events, start_rooda, wait_until,
                       write_config)
 
@@ -38,6 +39,36 @@ def test_sigkill_of_rooda_ends_the_agent_its_child_and_its_setsid_grandchild(wor
     shown = status(logs)
     assert "state       died: no session_end, and its process (pid %d) is gone; it was in iteration 1" \
         % proc.pid in shown
+
+
+def test_died_lasts_until_the_last_sign_of_life_not_the_last_event(workspace, agent, tmp_path):
+    """`status` said `elapsed 0.0s` for a run killed an hour into its first iteration."""
+    agent.script({"actions": [{"out": "working\n"}, {"touch": "running"}, {"sleep": 60}]})
+    logs = tmp_path / "logs"
+    proc = start_rooda(agent, "-n", "1", "--log-dir", logs, cwd=workspace)
+    agent.wait_for("running")
+    proc.kill()
+    proc.wait()
+    [log] = [path for path in logs.iterdir() if path.suffix == ".log"]
+    started = json.loads(status(logs, "--json"))["elapsed_seconds"]
+    os.utime(str(log), (log.stat().st_mtime + 3600, log.stat().st_mtime + 3600))  # output an hour on
+    assert json.loads(status(logs, "--json"))["elapsed_seconds"] >= started + 3599
+
+
+def test_a_keep_awake_that_fails_at_once_is_no_zombie_for_the_run(workspace, agent, tmp_path, monkeypatch):
+    """systemd-inhibit without a system bus exits at once; it was left a zombie all run."""
+    bin_dir = tmp_path / "failing-bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemd-inhibit").write_text("#!/bin/sh\necho $$ > %s/inhibit.pid\nexit 1\n" % agent.state)
+    (bin_dir / "systemd-inhibit").chmod(0o755)
+    monkeypatch.setenv("PATH", "%s%s%s" % (bin_dir, os.pathsep, os.environ["PATH"]))
+    agent.script({}, HOLD)
+    proc = start_rooda(agent, "-n", "2", cwd=workspace)
+    agent.wait_for("running")
+    try:
+        assert process_state(agent.pid(name="inhibit.pid")) is None  # reaped, not "Z"
+    finally:
+        interrupt(proc)
 
 
 def test_the_keep_awake_hold_is_taken_for_the_run_and_gone_when_it_ends(workspace, agent, tmp_path,

@@ -89,6 +89,22 @@ def test_claude_is_stopped_with_sigint_for_on_sigterm_it_goes_on_working(workspa
     assert not os.path.exists(os.path.join(agent.state, "went-on"))
 
 
+def test_claude_started_with_sigint_ignored_is_still_stopped_with_sigint(workspace, agent, tmp_path,
+                                                                        monkeypatch):
+    """A script's `&` (and nohup's callers) start rooda with SIGINT ignored; Claude Code
+    handles SIGINT whatever it inherited, so SIGINT it still gets (SIGTERM let it go on:
+    seen with the real 2.1.197 after a timeout in a background run)."""
+    fake_cli(tmp_path, monkeypatch, "claude")
+    monkeypatch.setenv("ROODA_LOOP_KILL_GRACE", "30")
+    agent.script({"actions": [{"term_goes_on": "went-on"}, {"touch": "ready"}, {"sleep": 60}]})
+    proc = subprocess.Popen([sys.executable, ROODA, "build", "-n", "1", "--ai-cmd", "claude -p", "--timeout", "1"],
+                            cwd=str(workspace), env=dict(os.environ, **agent.env), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and b"(timeout, consecutive: 1/" in err, err
+    assert not os.path.exists(os.path.join(agent.state, "went-on"))
+
+
 def test_another_agent_is_stopped_with_sigterm(workspace, agent, monkeypatch):
     monkeypatch.setenv("ROODA_LOOP_KILL_GRACE", "0.5")
     agent.script({"actions": [{"term_goes_on": "went-on"}, {"touch": "ready"}, {"sleep": 60}]})

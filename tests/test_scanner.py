@@ -115,6 +115,12 @@ def test_outcome_matrix(exit_code, signals, timed_out, verified, expected):
     assert classify_outcome(exit_code, signals, timed_out, verified)[0] == expected
 
 
+def test_an_error_that_rooda_s_own_stop_provoked_is_a_timeout():
+    """Claude Code reports an error when rooda stops it for time (seen with 2.1.197)."""
+    assert classify_outcome(1, [], "timeout", reported_error=True) == ("timeout", "timeout")
+    assert classify_outcome(1, [], None, reported_error=True) == ("failure", "error")
+
+
 def best_of(runs, action):
     import time
     times = []
