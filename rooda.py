@@ -331,18 +331,22 @@ def _one_line(text: object, limit: int = 160) -> str:
 
 
 def _number(value: object) -> Optional[float]:
-    """A finite JSON number, else None (JSON parsers accept 1e999, which is infinite)."""
+    """A finite JSON number that fits a float, else None (JSON parsers accept 1e999, which is
+    infinite, and an integer of 400 digits)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return value if value == value and abs(value) != float("inf") else None
+    with _suppress(OverflowError):
+        return value if abs(float(value)) < float("inf") else None  # (NaN fails the test too)
+    return None
 
 
-def _finite(text: str) -> float:
-    """A JSON number rooda could have written: 1e400 and Infinity (which parse) are not."""
+def _finite(text: str, kind: type = float) -> Any:
+    """A JSON number rooda could have written, as `kind`: 1e400, Infinity and a 400-digit
+    integer (which parse) are not."""
     value = float(text)
     if value != value or abs(value) == float("inf"):
         raise ValueError(text)
-    return value
+    return value if kind is float else kind(text)
 
 
 def _last_line(output: bytes, markers: Sequence[str]) -> str:
@@ -448,8 +452,7 @@ class Record:
 
     The records of this module are classes like this one rather than dataclasses:
     importing dataclasses costs about 9 ms of start-up (it imports inspect), a quarter of
-    the start-up budget (SPEC 11).
-    """
+    the start-up budget (SPEC 11)."""
 
     _fields: Tuple[str, ...] = ()
 
@@ -1037,8 +1040,7 @@ def load_yaml(text: str, path: str = "<string>") -> object:
     Refused by name, with a hint: anchors, aliases, tags, merge keys (<<), multi-line
     flow collections, nested flow collections, complex keys (?), several documents,
     directives, indentation indicators. Tabs in indentation and duplicate keys are
-    errors. Every error is a ConfigError at path:line:col.
-    """
+    errors. Every error is a ConfigError at path:line:col."""
     return YamlSubsetParser(text, path).parse()
 
 
@@ -1983,8 +1985,7 @@ def _resolve_builtin(target: str) -> Tuple[str, Optional[Dict[str, str]], bool]:
 
 
 def _parameter_text(value: object) -> str:
-    """A fragment parameter as the text that replaces {{.name}}; a list is comma-joined,
-    null is empty."""
+    """A fragment parameter as the text that replaces {{.name}}; a list is comma-joined, null is empty."""
     if value is None:
         return ""
     if isinstance(value, list):
@@ -1999,8 +2000,7 @@ def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callab
     {path, parameters} / {content} items; an empty list is an empty phase. Relative
     paths resolve against `base`, the directory of the file that names them; `builtin:`
     names resolve to prompts/ beside rooda.py, Go rooda names through its table (a
-    shipped fragment that two Go names share is listed once).
-    """
+    shipped fragment that two Go names share is listed once)."""
     items = value if isinstance(value, list) else [value]
     fragments: List[dict] = []
     for index, item in enumerate(items):
@@ -2199,8 +2199,7 @@ def _find_config(directory: str) -> Optional[str]:
 
 
 def global_config_dir(environ: Mapping[str, str]) -> str:
-    """$ROODA_CONFIG_HOME, else $XDG_CONFIG_HOME/rooda, else ~/.config/rooda
-    (%APPDATA%\\rooda on Windows)."""
+    """$ROODA_CONFIG_HOME, else $XDG_CONFIG_HOME/rooda, else ~/.config/rooda (%APPDATA%\\rooda on Windows)."""
     if environ.get("ROODA_CONFIG_HOME"):
         return environ["ROODA_CONFIG_HOME"]
     if os.name == "nt" and environ.get("APPDATA"):
@@ -2605,8 +2604,7 @@ def describe_previous(previous: "_Attempt", markers: Sequence[str]) -> str:
     says most (the verifier's when it failed, else the agent's).
 
     The quoted output has its signal strings replaced by a mention, so that an agent
-    that echoes the section back does not repeat the previous iteration's claim.
-    """
+    that echoes the section back does not repeat the previous iteration's claim."""
     text = previous.feedback[-FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace")
     for marker in markers:
         text = text.replace(marker, "[signal %s]" % marker.replace("<", "").replace(">", " ").split()[-1])
@@ -3190,6 +3188,17 @@ for last in (False, True):
             kill(target, signal.SIGKILL if last else stop)
     while targets and time.monotonic() < deadline:
         time.sleep(0.1)
+        for group in [group for group, stop in groups.items() if stop != signal.SIGTERM]:
+            state = b"Z"  # its leader's: gone (or a zombie nobody reaps yet) once it went on its signal
+            with suppress(OSError):
+                os.kill(group, 0)
+                state = b"?"
+                with open("/proc/%d/stat" % group, "rb") as stream:
+                    state = stream.read().rsplit(b")", 1)[1].split()[0]
+            if state == b"Z":  # what it left gets SIGTERM
+                groups[group] = signal.SIGTERM
+                with suppress(OSError):
+                    os.killpg(group, signal.SIGTERM)
         targets = left()
 """
 
@@ -3214,10 +3223,6 @@ class _Helpers:
             return None
         self.procs.append(proc)
         return proc
-
-    def start_guardian(self, mark: str, grace: float) -> None:
-        if os.name != "nt":
-            self.guardian = self.start([sys.executable, "-S", "-c", _GUARDIAN, mark, str(grace)])
 
     def watch(self, pgid: int, stop_signal: Optional[int]) -> None:
         """Tell the guardian of a group rooda started, and its stop signal (None: it has ended)."""
@@ -3275,7 +3280,7 @@ class _Supervision:
                  seen_signals: int) -> None:
         self.child, self.pump, self.sinks, self.guard, self.ticker = child, pump, sinks, guard, ticker
         # (A CLI whose stop signal is SIGINT handles it itself, even where it started with
-        # SIGINT ignored -- nohup, a script's `&` -- as Claude Code 2.1.197 was seen to.)
+        # SIGINT ignored -- a script's `&` -- as Claude Code 2.1.197 was seen to.)
         self.stop_signal = limits.stop_signal
         _HELPERS.watch(child.pid, self.stop_signal)
         self.timeout, self.idle, self.grace = limits.timeout, limits.idle, limits.grace
@@ -3302,7 +3307,6 @@ class _Supervision:
     def terminate(self, now: float) -> None:
         self.pump.close_stdin()
         self.term_at = now
-        # (what is left once the child itself exited gets SIGTERM: its signal is its own)
         _signal_group(self.child.pid, self.stop_signal if self.child.returncode is None else signal.SIGTERM)
 
     def kill(self, now: float) -> None:
@@ -3330,6 +3334,10 @@ class _Supervision:
         child, guard, now = self.child, self.guard, time.monotonic()
         if child.returncode is None and child.poll() is not None:
             self.exited_at = now
+            if self.term_at is not None and self.stop_signal != signal.SIGTERM:
+                # Its stop signal was the CLI's own: what it leaves (a tool's `cmd &`, with
+                # SIGINT ignored) is ended as leftovers are.
+                _signal_group(child.pid, signal.SIGTERM)
         if guard is not None and guard.count != self.seen_signals:
             self.seen_signals = guard.count
             self.interrupted = self.interrupted or guard.signum
@@ -3458,8 +3466,7 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
 
     The prompt goes to stdin, unless the command holds {prompt_file} (a temporary file
     with the prompt, removed afterwards) or {prompt} (the text as one argument); then
-    stdin is /dev/null.
-    """
+    stdin is /dev/null."""
     argv = list(argv)
     _refuse_nul(argv, env)
     if "\0" in prompt and any(PROMPT_TOKEN in part for part in argv):
@@ -3523,8 +3530,7 @@ class SignalScanner:
     Echo guard (SPEC 5): a line (split on newline, surrounding blanks stripped) that
     contains a signal does not count when the same line appears in the prompt and is
     longer than the bare signal; a line that is only the signal always counts. Memory
-    is bounded: of an open line only as much is kept as the guard can compare.
-    """
+    is bounded: of an open line only as much is kept as the guard can compare."""
 
     def __init__(self, signals: Dict[str, Sequence[str]], prompt: str) -> None:
         self.markers = [(marker.encode("utf-8"), kind) for kind, strings in signals.items()
@@ -3631,7 +3637,7 @@ QUIET_SECONDS = 30.0  # a text agent silent this long is "quiet" on the status l
 def activity_words(kind: str, detail: str, seconds: float) -> str:
     """What the agent is doing, as the status line, the heartbeat and `status` say it:
     `→ Bash: pytest -q · 12s`, `thinking · 8s`, `retrying: HTTP 529 overloaded · attempt
-    3/10`, `quiet 2m10s`."""
+    3/10`, `quiet 2m10s`, `provider unavailable · 2m left`."""
     if kind == "tool":
         return "→ %s · %s" % (detail, format_duration(seconds))
     if kind == "retrying":
@@ -4553,8 +4559,8 @@ def untracked_files(run_git: "Callable[..., GitResult]", repo: Optional[GitRepos
     if repo is None:
         return []
     result = run_git(["ls-files", "--others", "--exclude-standard", "--full-name", "-z"])
-    logs = os.path.relpath(os.path.realpath(log_dir or repo.top), os.path.realpath(repo.top))
-    logs = logs.replace(os.sep, "/")
+    top = os.path.realpath(repo.top)
+    logs = os.path.relpath(os.path.realpath(log_dir or top), top).replace(os.sep, "/")
     own = re.compile(r"%ssession-\d" % ("" if logs == "." else re.escape(logs) + "/"))
     return [name for name in result.out.split("\0") if name and not own.match(name)]
 
@@ -4618,8 +4624,7 @@ def commit_and_push(run_git: "Callable[..., GitResult]", repo: GitRepository, ga
 # erased before any other line) or heartbeat lines off one -- all through an Outlet, a
 # writer thread per stream, so a reader that stops reading never blocks the loop.
 
-RULE = "=" * 80
-THIN_RULE = "-" * 80
+RULE, THIN_RULE = "=" * 80, "-" * 80
 
 
 class SessionLog:
@@ -5102,11 +5107,9 @@ class LoopState:
     """The loop's mutable state: counters, the stop, and what the next iteration needs."""
 
     def __init__(self) -> None:
-        self.finished = 0                   # iterations finished (the next is finished + 1)
-        self.failures = 0                   # of them, failed (the others succeeded)
-        self.consecutive_failures = 0
-        self.started = time.monotonic()
-        self.started_wall = time.time()
+        # Iterations finished (the next is finished + 1), of them failed, and failed in a row.
+        self.finished = self.failures = self.consecutive_failures = 0
+        self.started, self.started_wall = time.monotonic(), time.time()
         self.stop: Optional[str] = None     # how the run stopped: a key of STOPS
         self.reason = ""                    # why, in words (the log summary, session_end)
         self.previous: Optional[_Attempt] = None  # the last iteration counted
@@ -5162,10 +5165,9 @@ class _Attempt:
 
 def _agent_env(plan: RunPlan, agent: AgentCommand) -> Dict[str, str]:
     """The agent's environment, all but ROODA_ITERATION (built once per run)."""
-    env = dict(os.environ)
-    env.pop("CLAUDECODE", None)  # a nested Claude Code session would refuse to start
-    env.update(agent.env)
-    env.update(plan.env)
+    # (CLAUDECODE out: a nested Claude Code session would refuse to start)
+    env = {name: value for name, value in os.environ.items() if name != "CLAUDECODE"}
+    env.update(agent.env, **plan.env)
     env["ROODA_PROCEDURE"] = plan.procedure
     env["ROODA_MAX_ITERATIONS"] = "" if plan.max_iterations is None else str(plan.max_iterations)
     return env
@@ -5320,8 +5322,7 @@ class _Run:
     # -- stops --------------------------------------------------------------------------
 
     def stop(self, stop: str, reason: str) -> bool:
-        """The run stops, for `reason` (the words of the log's summary); False, for the
-        loop's `while`."""
+        """The run stops, for `reason` (the words of the log's summary); False, for the loop's `while`."""
         self.state.stop, self.state.reason = stop, reason
         return False
 
@@ -5576,8 +5577,8 @@ class _Run:
         if trouble is not None and trouble.kind == CAUSE_BILLING:
             paid = self.agent.cli.paid_by(self.agent_env) if self.agent.cli else None
             return self.stop(STOP_ERROR, "the agent's account cannot pay: %s; %s" % (
-                _one_line(trouble.message, 300), "%s pays (%s is set here): add credit there, or use another"
-                " login" % paid[::-1] if paid else "add credit to the account the agent uses"))
+                _one_line(trouble.message, 300), "who pays: %s (%s found here); add credit there, or use"
+                " another login" % paid[::-1] if paid else "add credit to the account the agent uses"))
         state.previous = attempt
         if attempt.cause == CAUSE_AGENT and self.plan.on_failure_signal == "stop":
             return self.stop(STOP_HELP, "the agent signalled FAILURE: " + attempt.reason[1]
@@ -5627,8 +5628,7 @@ class _Run:
         assert trouble is not None and attempt.report is not None
         outage = trouble.kind == CAUSE_OUTAGE
         state.waits += 1
-        if state.waits_since is None:
-            state.waits_since = time.monotonic()
+        state.waits_since = state.waits_since or time.monotonic()
         now = time.time()
         wait = limit_wait_seconds(trouble.resets_at, state.waits, now, trouble.kind)
         progress.info("Iteration %s completed in %s (%s)%s" % (
@@ -5637,10 +5637,6 @@ class _Run:
         message, brief = _one_line(trouble.message, 200), _one_line(trouble.message.split(". ")[0], 100)
         self.log_end(attempt, attempt.outcome, "outage: " + message if outage else
                      "%s limit: %s" % (trouble.limit, message))
-        if self.log is not None:
-            self.log.event("limit", kind="outage" if outage else trouble.limit, message=trouble.message,
-                           resets_at=iso_time(trouble.resets_at) if trouble.resets_at else None,
-                           wait_seconds=round(wait, 1))
         bound, budget = ("outage_wait", plan.outage_wait) if outage else ("limit_wait", plan.limit_wait)
         beyond = None
         if plan.on_limit == "stop" and not outage:
@@ -5649,6 +5645,10 @@ class _Run:
             beyond = "beyond %s (%s)" % (bound, format_budget(budget))
         elif plan.max_time is not None and state.elapsed() + wait > plan.max_time:
             beyond = "beyond the time budget (%s)" % format_budget(plan.max_time)
+        if self.log is not None:  # (wait_seconds: 0 when the run stops instead)
+            self.log.event("limit", kind="outage" if outage else trouble.limit, message=trouble.message,
+                           resets_at=iso_time(trouble.resets_at) if trouble.resets_at else None,
+                           wait_seconds=0 if beyond else round(wait, 1))
         if beyond is not None:
             state.last_reason = ("outage" if outage else "limit", message)
             if outage:
@@ -6246,7 +6246,9 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
     # what escaped a group when rooda itself was killed (SPEC 16).
     saved = os.environ.get("ROODA_RUN")
     os.environ["ROODA_RUN"] = "%d-%d" % (os.getpid(), time.time() * 1000)
-    _HELPERS.start_guardian(os.environ["ROODA_RUN"], plan.kill_grace)
+    if os.name != "nt":
+        _HELPERS.guardian = _HELPERS.start([sys.executable, "-S", "-c", _GUARDIAN, os.environ["ROODA_RUN"],
+                                            str(plan.kill_grace)])
     awake = keep_awake_command() if plan.keep_awake else None
     if awake:
         _HELPERS.start(awake)  # where it fails at once (no system bus), a no-op: it is gone
@@ -6285,23 +6287,21 @@ def command_config(options: Any, procedure_name: Optional[str]) -> int:
     cwd = os.getcwd()
     rows: List[Tuple[str, object, str, Optional[str], Optional[int]]] = []
 
-    def add(key_path: tuple, value: object, label: Optional[str] = None) -> None:
+    def add(key_path: tuple, value: object) -> None:
         tier, path, line, _ = config.origin(key_path)
         if key_path and key_path[-1] in PHASES:
             value = _plain_fragments(value, cwd)
-        rows.append((label or dotted(key_path), value, tier, path, line))
+        rows.append((dotted(key_path), value, tier, path, line))
 
     in_use = None
     if procedure_name is not None:
         plan = plan_run(options, config, procedure_name, options.words[1] if len(options.words) > 1 else None)
         in_use = plan.agent.preset if plan.agent is not None else None
     for key_path, value in _leaves(config.data):
-        if procedure_name is not None:
-            if key_path[0] == "procedures" and key_path[1] != procedure_name:
-                continue
-            if key_path[0] == "ai_cmd_aliases" and key_path[1] != in_use:
-                continue
-        add(key_path, value)
+        # With a procedure: only its own settings and its agent's alias.
+        wanted = {"procedures": procedure_name, "ai_cmd_aliases": in_use}
+        if procedure_name is None or key_path[0] not in wanted or key_path[1] == wanted[key_path[0]]:
+            add(key_path, value)
     for key, default in BUILTIN_LOOP.items():  # unset by a `null`: the default applies
         if key not in config.data.get("loop", {}):
             add(("loop", key), default)
@@ -6312,9 +6312,8 @@ def command_config(options: Any, procedure_name: Optional[str]) -> int:
         report = {key: {"value": value, "tier": tier, "file": path} for key, value, tier, path, _ in rows}
         write_stdout(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         return 0
-    out = ["files, lowest tier first:"]
-    out += ["  %-9s  %s" % (tier, path) for tier, path in config.files] or ["  (none)"]
-    out.append("")
+    files = ["  %-9s  %s" % (tier, path) for tier, path in config.files] or ["  (none)"]
+    out = ["files, lowest tier first:"] + files + [""]
     width = max(len(key) for key, *_ in rows)
     for key, value, tier, path, number in rows:
         where = "" if not path else "  (%s%s)" % (path, ":%d" % number if number else "")
@@ -6678,7 +6677,7 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
         "iterations": 0, "successes": 0, "failures": 0, "limited": 0, "unavailable": 0,
         "elapsed_seconds": None, "usage": None, "last_event": None, "last_event_time": None,
         "waiting_until": None, "waiting_for": None, "activity": None, "tool_calls": None, "tokens": None,
-        "consecutive_failures": 0, "argv": None, "skipped_lines": 0}
+        "consecutive_failures": 0 if whole else None, "argv": None, "skipped_lines": 0}
     lines, read_whole = _read_session(path, whole)
     usage: Dict[str, Any] = {}
     begun = last_at = None  # when the session's latest run (its start, or its resume) began
@@ -6687,7 +6686,8 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
         if not raw.strip():
             continue
         try:
-            event = json.loads(raw, parse_float=_finite, parse_constant=_finite)
+            event = json.loads(raw, parse_float=_finite, parse_constant=_finite,
+                               parse_int=lambda text: _finite(text, int))
             name, moment = event["event"], parse_iso_time(event["time"])
             if not isinstance(name, str) or moment is None:
                 raise ValueError(name)

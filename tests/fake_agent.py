@@ -27,8 +27,9 @@ A step is a mapping:
      {"write_file": PATH, "text": TEXT} write a file (relative to the working directory)
      {"remove": PATH}                  delete a file (relative to the working directory)
      {"wait_for": NAME}                wait (up to 30 s) until a test creates that file
-     {"background": SECONDS, "hold_output": true|false, "setsid": false, "name": NAME}
-                                       start a child that sleeps; its pid goes to
+     {"background": SECONDS, "hold_output": true|false, "setsid": false, "name": NAME,
+      "ignore_int": false}             start a child that sleeps (with SIGINT ignored, as a
+                                       shell's `cmd &` is); its pid goes to
                                        FAKE_AGENT_STATE/NAME (default bg-N.pid)
      {"ignore_term": true}             ignore SIGTERM from now on
      {"term_goes_on": NAME}            on SIGTERM create FAKE_AGENT_STATE/NAME and go on (as
@@ -147,7 +148,9 @@ def main():
                 stdin=subprocess.DEVNULL,
                 stdout=None if hold else subprocess.DEVNULL,
                 stderr=None if hold else subprocess.DEVNULL,
-                start_new_session=bool(action.get("setsid")))
+                start_new_session=bool(action.get("setsid")),
+                preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if action.get("ignore_int")
+                else None)
             name = action.get("name", "bg-%d.pid" % call)
             with open(os.path.join(state, name), "w") as stream:
                 stream.write(str(child.pid))

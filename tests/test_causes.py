@@ -60,7 +60,8 @@ def test_an_outage_longer_than_outage_wait_stops_with_exit_4(workspace, agent, c
     code, err, events = run(capfd, agent, tmp_path, "-n", "5", "--ai-format", "claude")
     assert code == 4 and agent.calls == 2 and waits == [60]  # the next step, 2m, would end past 100 s
     assert events[-1]["status"] == "unavailable" and events[-1]["exit_code"] == 4
-    assert [e["kind"] for e in events if e["event"] == "limit"] == ["outage", "outage"]
+    assert [(e["kind"], e["wait_seconds"]) for e in events if e["event"] == "limit"] == \
+        [("outage", 60), ("outage", 0)]  # the second stops the run: no wait
     lines = err.splitlines()
     closing = [line for line in lines if "ERROR: Stopped: provider unavailable" in line][0]
     assert closing[11:].startswith("ERROR: Stopped: provider unavailable: API Error: 529 Overloaded (beyond outage_wait"
@@ -140,8 +141,8 @@ def test_the_billing_stop_says_who_pays_and_counts_no_failure_streak(workspace, 
     assert code == 2
     assert "Iteration 1/5 completed in D (failure)" in progress_lines(err)
     assert progress_lines(err)[-1] == (
-        "ERROR: the agent's account cannot pay: Credit balance is too low; API billing (the Anthropic Console"
-        " account), not the Claude subscription pays (ANTHROPIC_API_KEY is set here): add credit there, or"
+        "ERROR: the agent's account cannot pay: Credit balance is too low; who pays: API billing (the Anthropic"
+        " Console account), not the Claude subscription (ANTHROPIC_API_KEY found here); add credit there, or"
         " use another login")
 
 

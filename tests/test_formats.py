@@ -413,6 +413,15 @@ def test_token_counts_past_float_range_are_no_traceback(workspace, agent, capfd,
     assert events[-1]["event"] == "session_end" and events[-1]["iterations"] == 2
 
 
+def test_an_integer_too_large_for_a_float_is_no_traceback(workspace, agent, capfd, tmp_path):
+    """(Item 2's cousin, found in review: JSON has integers of 400 digits too.)"""
+    huge = '{"type": "result", "subtype": "success", "is_error": false, "result": "ok", "usage": {"input_tokens": %s}}\n'
+    code, _, err, events = run_stream(capfd, agent, tmp_path, [{"actions": [{"out": huge % ("9" * 400)}]}],
+                                      "claude", "-n", "2")
+    assert code == 0 and "Traceback" not in err, err
+    assert events[-1]["event"] == "session_end" and events[-1]["iterations"] == 2
+
+
 def test_ten_iterations_of_ten_cents_reach_a_one_dollar_budget(workspace, agent, capfd, tmp_path):
     """Item 6: the float sum of ten 0.1s is 0.9999999999999999, which ran an eleventh."""
     ten_cents = {"actions": [{"out": events_line(say("part"), dict(OK_RESULT, total_cost_usd=0.1))}]}

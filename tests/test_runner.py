@@ -89,6 +89,28 @@ def test_claude_is_stopped_with_sigint_for_on_sigterm_it_goes_on_working(workspa
     assert not os.path.exists(os.path.join(agent.state, "went-on"))
 
 
+@pytest.mark.parametrize("ending", ["ctrl-c", "rooda killed"])
+def test_what_claude_leaves_after_its_sigint_gets_sigterm_at_once(workspace, agent, tmp_path, monkeypatch,
+                                                                  ending):
+    """A tool's `cmd &` ignores SIGINT: once Claude went on its SIGINT, what it left gets
+    SIGTERM, by rooda or its guardian, not SIGKILL `kill_grace` later."""
+    fake_cli(tmp_path, monkeypatch, "claude")
+    monkeypatch.setenv("ROODA_LOOP_KILL_GRACE", "30")
+    agent.script({"actions": [{"term_goes_on": "went-on"}, {"background": 120, "ignore_int": True,
+                                                            "hold_output": False, "name": "tool.pid"},
+                              {"touch": "ready"}, {"sleep": 60}]})
+    proc = start_rooda(agent, "-n", "1", "--ai-cmd", "claude -p", cwd=workspace)
+    agent.wait_for("ready")
+    if ending == "ctrl-c":
+        took, _ = interrupt(proc, signal.SIGINT)
+        assert took < 2, took
+    else:
+        proc.kill()
+        proc.wait()
+    assert wait_until(lambda: not alive(agent.pid(name="tool.pid")), timeout=3)
+    assert not os.path.exists(os.path.join(agent.state, "went-on"))
+
+
 def test_claude_started_with_sigint_ignored_is_still_stopped_with_sigint(workspace, agent, tmp_path,
                                                                         monkeypatch):
     """A script's `&` (and nohup's callers) start rooda with SIGINT ignored; Claude Code

@@ -455,12 +455,13 @@ def test_a_number_out_of_range_skips_its_line_in_status_and_status_all(workspace
         '{"event": "iteration_end", "time": "2026-11-24T10:01:00.000Z", "iteration": 1, "outcome": "success",'
         ' "usage": {"input_tokens": 1e400, "cost_usd": 1e400}}\n'
         '{"event": "session_end", "time": "2026-11-24T10:02:00.000Z", "iterations": 1e400, "seconds": 1e400,'
-        ' "status": "completed", "exit_code": 0}\n')
+        ' "status": "completed", "exit_code": 0}\n'
+        '{"event": "session_end", "time": "2026-11-24T10:02:00.000Z", "seconds": %s}\n' % ("9" * 400))
     for args in ((), ("--all",), ("--json",), ("--all", "--json")):
         code, out, err = status(workspace, "--log-dir", logs, *args)
         assert code == 0 and "Traceback" not in err and out, (args, err)
     summary = status_json(workspace, logs)
-    assert summary["skipped_lines"] == 2 and summary["state"] == "died"
+    assert summary["skipped_lines"] == 3 and summary["state"] == "died"
 
 
 def test_a_status_line_with_wide_characters_fits_the_terminal(workspace, agent):
@@ -500,3 +501,6 @@ def test_status_all_reads_a_long_sessions_first_line_and_tail(workspace, tmp_pat
     died, ended = [row.split(None, 7) for row in rows.splitlines()]
     assert died[1:7] == ["10:00:00", "build", "1000/2000", "died", "59m00s", "?"] and died[7] == "exit 1: boom 999"
     assert ended[1:] == ["10:00:00", "build", "1000/2000", "aborted", "2h00m00s", "$500.00", "3 failures"]
+    code, lines, _ = status(workspace, "--all", "--json", "--log-dir", logs)
+    died, ended = [json.loads(line) for line in lines.splitlines()]
+    assert (died["consecutive_failures"], ended["consecutive_failures"]) == (0, None)  # None: not read
