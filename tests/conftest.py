@@ -270,6 +270,17 @@ def session_events(log_dir):
         return [json.loads(line) for line in stream]
 
 
+def await_event(log_dir, name, timeout=10.0):
+    """Wait until the run logging to log_dir has written the event `name` (rooda writes
+    each as it happens): an event to await, not a sleep."""
+    def written():
+        try:
+            return any(event["event"] == name for event in session_events(log_dir))
+        except ValueError:  # no session file yet, or a line half written
+            return False
+    assert wait_until(written, timeout), "rooda never wrote a %s event" % name
+
+
 def wait_until(predicate, timeout=5.0, interval=0.01):
     """Poll a condition until it holds or the deadline passes; the final value."""
     deadline = time.monotonic() + timeout

@@ -119,11 +119,11 @@ def test_an_agent_killed_by_a_signal_shows_128_plus_n(workspace, agent, io_mode,
 
 
 def test_a_second_ctrl_c_during_the_grace_kills_at_once(workspace, agent, io_mode):
-    agent.script({"actions": [{"ignore_term": True}, {"touch": "ready"}, {"sleep": 60}]})
+    agent.script({"actions": [{"term_goes_on": "terminated"}, {"touch": "ready"}, {"sleep": 60}]})
     proc = start_rooda(agent, cwd=workspace, stdout=subprocess.DEVNULL)
     agent.wait_for("ready")
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.3)  # not synchronisation: the first signal must have been handled
+    agent.wait_for("terminated")  # rooda handled the first signal: the agent got its SIGTERM
     assert proc.poll() is None
     took, _ = interrupt(proc)
     assert proc.returncode == -signal.SIGINT and took < 1.0

@@ -12,8 +12,8 @@ import pytest
 
 import rooda
 import conftest
-from conftest import (OK_RESULT, STREAMS, events_line, interrupt, progress_lines, run_main, say, session_events,
-                      start_rooda, write_config)
+from conftest import (OK_RESULT, STREAMS, await_event, events_line, interrupt, progress_lines, run_main, say,
+                      session_events, start_rooda, write_config)
 
 
 
@@ -181,10 +181,7 @@ def test_limit_wait_counts_from_the_first_limited_attempt(workspace, agent, capf
 def test_ctrl_c_during_a_limit_wait_stops_at_once_with_130(workspace, agent):
     agent.script(usage_limit_resetting_in(3600, workspace))
     proc = start_rooda(agent, "--ai-format", "claude", cwd=workspace)
-    deadline = time.monotonic() + 20
-    while agent.calls < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)  # not synchronisation: let rooda reach its wait
+    await_event(os.environ["ROODA_LOOP_LOG_DIR"], "limit", timeout=20)  # written as the wait starts
     took, err = interrupt(proc, signal.SIGINT)
     assert proc.returncode == -signal.SIGINT and took < 1.0, err
     assert "Interrupted by SIGINT while waiting for a usage limit to reset" in err

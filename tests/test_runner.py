@@ -18,7 +18,7 @@ import pytest
 import rooda
 
 from conftest import (ROODA, alive, group_members, process_state, progress_lines, release, run_main, run_rooda,
-                      fake_cli, interrupt, start_rooda, wait_until, write_config)
+                      await_event, fake_cli, interrupt, start_rooda, wait_until, write_config)
 
 # --- streaming ---------------------------------------------------------------------
 
@@ -311,8 +311,7 @@ def test_a_signal_between_iterations_stops_at_once(workspace, agent):
     agent.script({"actions": [{"touch": "ready"}]})
     proc = start_rooda(agent, "-n", "3", "--delay", "60", cwd=workspace)
     agent.wait_for("ready")
-    wait_until(lambda: not alive(agent.pid(1)))
-    time.sleep(0.2)  # not synchronisation: let rooda reach its delay
+    await_event(os.environ["ROODA_LOOP_LOG_DIR"], "iteration_end")  # from here: between iterations
     took, err = interrupt(proc)
     assert proc.returncode == -signal.SIGINT and took < 1.0
     assert progress_lines(err)[-1] == \
