@@ -5440,9 +5440,9 @@ class _Run:
         cli = self.agent.cli
         if plan.max_cost is not None and cli is not None and cli.budget_flag:
             # What is left of the budget, to the cent below: one runaway iteration cannot
-            # spend far past it (SPEC 16).
+            # spend far past it (SPEC 16). At least a cent: Claude refuses 0.00.
             left = max(plan.max_cost - self.state.usage.get("cost_usd", 0), 0)
-            argv += [cli.budget_flag, "%.2f" % (int(left * 100) / 100)]
+            argv += [cli.budget_flag, "%.2f" % (max(int(round(left * 100, 6)), 1) / 100)]
         ticker = self.progress.begin(lambda: self.agent_activity(label, started, reader))
         self.reading = reader
         try:

@@ -258,6 +258,19 @@ def test_claude_gets_what_is_left_of_max_cost_as_its_own_budget(workspace, agent
     assert "no spending cap of its own" not in err
 
 
+def test_the_budget_passed_is_whole_cents_and_at_least_one(workspace, agent, capfd, tmp_path, monkeypatch):
+    # Claude Code 2.1.197 refuses `--max-budget-usd 0.00`: "must be a positive number
+    # greater than 0" (measured against the stub), and the iteration would fail for it.
+    fake_cli(tmp_path, monkeypatch, "claude")
+    agent.script({"actions": [{"out": events_line(say("part done"), OK_RESULT)}]})  # $0.10 each
+    code, _, err = run_main(capfd, "build", "-n", "2", "--ai-cmd", "claude -p", "--ai-format", "claude",
+                            "--max-cost", "0.105")
+    assert code == 0, err
+    assert [agent.argv(call)[-1] for call in (1, 2)] == ["0.10", "0.01"]
+    run_main(capfd, "build", "-n", "1", "--ai-cmd", "claude -p", "--ai-format", "claude", "--max-cost", "0.29")
+    assert agent.argv(3)[-1] == "0.29"  # (0.29 * 100 is 28.999999999999996 in floats)
+
+
 def test_a_cli_without_a_budget_flag_is_told_at_the_start(workspace, agent, capfd, tmp_path, monkeypatch):
     agent.script({"actions": [{"out": events_line(say("done <promise>SUCCESS</promise>"), OK_RESULT)}]})
     code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", "claude",
