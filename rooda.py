@@ -203,7 +203,7 @@ def format_bytes(count: float) -> str:
         if count < 1000 or unit == "GB":
             return ("%d %s" if unit == "B" else "%.1f %s") % (count, unit)
         count /= 1000.0
-    return "%d B" % count
+    raise AssertionError  # (the loop returns at GB)
 
 
 def format_count(count: float) -> str:
@@ -1064,14 +1064,6 @@ _TELLING_ARGUMENTS = ("command", "cmd", "file_path", "filePath", "path", "absolu
                       "notebook_path", "pattern", "url", "query", "description", "prompt")
 
 
-def _status_in(message: object) -> Optional[int]:
-    """The HTTP status an error message names (`401`, `(429)`, `status: 429`), if any."""
-    if not isinstance(message, str):
-        return None
-    match = re.search(r"(?<![\d.:])(4\d\d|5\d\d)(?![\d.:])", message)
-    return int(match.group(1)) if match else None
-
-
 def text_event(text: str, delta: bool = False) -> tuple:
     """Assistant text (delta: a chunk of a longer text, joined to the next one)."""
     return (EV_TEXT, text, delta)
@@ -1103,8 +1095,10 @@ def limit_event(kind: str, message: Optional[str], resets_at: Optional[float]) -
 def error_event(message: str, status: object = None, category: object = None) -> tuple:
     """An error the CLI reports: its message, the HTTP status (else the one it names),
     and its own word for it (authentication_failed, rate_limit, ...)."""
-    return (EV_ERROR, message, status if isinstance(status, int) else _status_in(message),
-            category if isinstance(category, str) else None)
+    if not isinstance(status, int):  # the one it names: `401`, `(429)`, `status: 429`
+        named = re.search(r"(?<![\d.:])(4\d\d|5\d\d)(?![\d.:])", message if isinstance(message, str) else "")
+        status = int(named.group(1)) if named else None
+    return (EV_ERROR, message, status, category if isinstance(category, str) else None)
 
 
 def notice_event(message: str) -> tuple:
@@ -2693,10 +2687,6 @@ def _signal_group(pgid: int, signum: int) -> None:
             os.kill(pgid, signal.SIGTERM)  # TerminateProcess: Windows has no groups to signal
 
 
-def _ignore_signal(signum: int, frame: object) -> None:
-    """A handler that does nothing: installing it routes the signal to the wake-up fd."""
-
-
 class SignalGuard:
     """Records SIGINT, SIGTERM and SIGHUP while the loop runs, and wakes it for them, for
     SIGCHLD and for Ctrl+Z (SIGTSTP) through a pipe (signal.set_wakeup_fd). Handlers only
@@ -2730,7 +2720,7 @@ class SignalGuard:
                 self._saved.append((signum, signal.signal(signum, self._record)))
         if hasattr(signal, "SIGCHLD"):
             # A Python-level handler makes SIGCHLD write to the wake-up fd; it does nothing else.
-            self._saved.append((signal.SIGCHLD, signal.signal(signal.SIGCHLD, _ignore_signal)))
+            self._saved.append((signal.SIGCHLD, signal.signal(signal.SIGCHLD, lambda signum, frame: None)))
         if hasattr(signal, "SIGTSTP") and signal.getsignal(signal.SIGTSTP) != signal.SIG_IGN:
             self._saved.append((signal.SIGTSTP, signal.signal(signal.SIGTSTP, self._record_stop)))
         return self
@@ -4586,8 +4576,7 @@ def commit_and_push(run_git: "Callable[..., GitResult]", repo: GitRepository, ga
             if result.exit_code != 0:
                 text = result.message()
                 if any(word in result.err for word in ("user.name", "user.email", "identity")):
-                    text += " (set it with: git config user.name 'Your Name' and git config" \
-                            " user.email you@example.com)"
+                    text += " (%s)" % GIT_IDENTITY_HINT
                 return "git commit failed: " + text, done
             done = {"hash": (read_head(repo) or "")[:7], "files": len(files), "message": message[0]}
     if gates.push and read_head(repo) is not None:
@@ -4612,6 +4601,18 @@ def commit_and_push(run_git: "Callable[..., GitResult]", repo: GitRepository, ga
             return "git push failed: " + result.message(), done
         done["pushed"] = target
     return None, done
+
+
+GIT_IDENTITY_HINT = "set it with: git config user.name 'Your Name' and git config user.email you@example.com"
+
+
+def commit_identity(run_git: "Callable[..., GitResult]") -> Tuple[Optional[str], str]:
+    """Who git commits as here (`Name <email>`), or None and git's reason: without one,
+    every commit of the git gate fails, whatever the agent did."""
+    result = run_git(["var", "GIT_COMMITTER_IDENT"])
+    if result.exit_code == 0:
+        return result.out.rsplit(">", 1)[0] + ">", ""
+    return None, result.message()
 
 
 # ==== 13. Reporting ===================================================
@@ -5546,8 +5547,6 @@ class _Run:
         if outcome == REJECTED:
             progress.warn("iteration %d: the agent signalled SUCCESS but verify (`%s`) failed;"
                           " the claim is rejected" % (number, plan.gates.verify))
-        if attempt.git_problem:
-            progress.warn("iteration %d: %s" % (number, attempt.git_problem))
         done = attempt.commit
         if done:
             said = ["committed %s (%s)" % (done["hash"], plural(done["files"], "file"))] if "hash" in done \
@@ -5568,16 +5567,17 @@ class _Run:
         """What the iteration means for the run: a stop, or on to the next one."""
         state, trouble = self.state, attempt.trouble
         assert attempt.result is not None
+        said = _one_line(trouble.message, 300).rstrip(". ") if trouble is not None else ""  # (";" follows)
         if trouble is not None and trouble.kind == CAUSE_AUTH:
             cli = self.agent.cli
             return self.stop(STOP_ERROR, "the agent cannot authenticate: %s%s" % (
-                _one_line(trouble.message, 300),
+                said,
                 "; %s needs %s" % (cli.name, cli.login) if cli is not None else
                 "; check the agent's credentials (API key or login)"))
         if trouble is not None and trouble.kind == CAUSE_BILLING:
             paid = self.agent.cli.paid_by(self.agent_env) if self.agent.cli else None
             return self.stop(STOP_ERROR, "the agent's account cannot pay: %s; %s" % (
-                _one_line(trouble.message, 300), "who pays: %s (%s found here); add credit there, or use"
+                said, "who pays: %s (%s found here); add credit there, or use"
                 " another login" % paid[::-1] if paid else "add credit to the account the agent uses"))
         state.previous = attempt
         if attempt.cause == CAUSE_AGENT and self.plan.on_failure_signal == "stop":
@@ -6229,6 +6229,10 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
                 procedure_name, " and ".join(wanted), "s" if len(wanted) == 1 else "",
                 "and %s is not in one (run 'git init', or turn %s off)" % (
                     plan.cwd, "it" if len(wanted) == 1 else "them") if not why else "but " + why))
+        who, why = commit_identity(lambda args: git(args, plan.cwd)) if plan.gates.commit else ("", "")
+        if who is None:  # (each iteration's work would fail to commit)
+            raise RoodaError("git.commit is on, but git has no identity to commit with here (%s); %s"
+                             % (why, GIT_IDENTITY_HINT))
     plan = plan.replace(repo=repo)
     log = None
     if plan.log_dir is not None:
@@ -6423,9 +6427,10 @@ def _doctor_git(report: Callable[[str, str], None], plan: RunPlan, cwd: str) -> 
         report("error", "git: the procedure's git gates need a git repository; %s" % (
             why or "%s is not in one (run 'git init')" % cwd))
         return
-    user = git(["config", "user.name"], cwd).out.strip()
-    report("ok" if user else "error", "git: repository %s, committing as %s" % (repo.top, user) if user else
-           "git: user.name is not set, so commits fail; git config user.name 'Your Name'")
+    who, why = commit_identity(lambda args: git(args, cwd))
+    report("ok" if who or not gates.commit else "error", "git: repository %s%s" % (
+        repo.top, ", committing as " + who if who else "") if who or not gates.commit else
+        "git: no identity to commit with (%s); %s" % (why, GIT_IDENTITY_HINT))
     if gates.push:
         remote = git(["remote", "-v"], cwd).out.split()
         report("ok" if remote else "error", "git: pushing to %s (%s)" % tuple(remote[:2]) if remote else
@@ -6540,13 +6545,6 @@ def _sha256(path: str) -> str:
         return hashlib.sha256(stream.read()).hexdigest()
 
 
-def _vendored_files() -> List[str]:
-    """rooda.py, rooda-config.json and prompts/**, relative to ROODA_DIR."""
-    return sorted(["rooda.py", "rooda-config.json"] + [
-        os.path.relpath(os.path.join(folder, name), ROODA_DIR)
-        for folder, _, names in os.walk(os.path.join(ROODA_DIR, "prompts")) for name in names])
-
-
 def command_vendor(options: Any, directory: str) -> int:
     """`vendor <dir>`: install rooda into <dir>/.rooda/, refusing to overwrite edits."""
     import shutil
@@ -6564,7 +6562,10 @@ def command_vendor(options: Any, directory: str) -> int:
             old: Dict[str, str] = _mapping(_mapping(json.load(stream)).get("files"))
     except (OSError, ValueError):
         old = {}
-    new = {rel: _sha256(os.path.join(ROODA_DIR, rel)) for rel in _vendored_files()}
+    vendored = ["rooda.py", "rooda-config.json"] + [  # and prompts/**, relative to ROODA_DIR
+        os.path.relpath(os.path.join(folder, name), ROODA_DIR)
+        for folder, _, names in os.walk(os.path.join(ROODA_DIR, "prompts")) for name in names]
+    new = {rel: _sha256(os.path.join(ROODA_DIR, rel)) for rel in sorted(vendored)}
     actions: Dict[str, str] = {}       # relative path -> "new" | "update" | "same"
     edited: List[str] = []             # changed since they were vendored (or not rooda's)
     for rel, digest in new.items():

@@ -107,7 +107,7 @@ def test_a_limit_recovered_from_is_not_blamed_for_a_later_server_error(workspace
 # OpenAI's insufficient_quota as codex, Copilot and OpenCode print it (revision 2 read these
 # samples as limits), and Anthropic's credit error (recorded with Claude Code 2.1.197).
 BILLING_SAMPLES = [
-    ("codex-error-quota-429.jsonl", "codex", "Quota exceeded. Check your plan and billing details."),
+    ("codex-error-quota-429.jsonl", "codex", "Quota exceeded. Check your plan and billing details"),
     ("copilot-error-quota-429.jsonl", "copilot", "You exceeded your current quota"),
     ("opencode-error-quota-429.jsonl", "opencode", "You exceeded your current quota"),
     ("claude-error-credit-400.jsonl", "claude", "Credit balance is too low"),
@@ -126,6 +126,7 @@ def test_an_account_that_cannot_pay_stops_after_one_iteration_with_exit_2_and_no
     assert not (workspace / "verified").exists()
     last = progress_lines(err)[-1]
     assert last.startswith("ERROR: the agent's account cannot pay: ") and words in last
+    assert ".;" not in last  # the CLI's closing full stop is not doubled by rooda's own words
     [end] = ends(events)
     assert end["cause"] == "billing" and end["verify"] is None
     assert events[-1]["status"] == "error" and events[-1]["exit_code"] == 2

@@ -41,3 +41,8 @@ def test_the_event_table_has_every_event_a_session_log_writes():
     names = set(written)
     documented = set(re.findall(r"^\| `(\w+)` \|", section("| event | fields |", "\n\n"), re.M))
     assert names == documented
+
+
+def test_the_gates_table_gives_the_default_commit_message():
+    row = re.search(r"^\| `git: \{commit: true\}` \|(.*)$", README, re.M).group(1)
+    assert "message `%s` unless" % rooda.DEFAULT_COMMIT_MESSAGE in row

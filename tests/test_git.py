@@ -181,7 +181,49 @@ def failing_hook(workspace, text):
     hook.chmod(0o755)
 
 
-def test_a_failing_hooks_report_reaches_the_log_verbose_output_and_the_warning(workspace, agent, capfd,
+def without_identity(workspace, monkeypatch, tmp_path):
+    """A repository where git has no identity to commit with (and may not guess one)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL"):
+        monkeypatch.delenv(name, raising=False)
+    git(workspace, "config", "--unset", "user.name")
+    git(workspace, "config", "--unset", "user.email")
+    git(workspace, "config", "user.useConfigOnly", "true")
+
+
+def test_a_commit_gate_without_a_git_identity_stops_before_the_first_iteration(workspace, agent, capfd,
+                                                                               monkeypatch, tmp_path):
+    # Every iteration's SUCCESS would become a git failure, until `stuck` or the threshold.
+    make_repo(workspace)
+    procedure(workspace, git={"commit": True})
+    without_identity(workspace, monkeypatch, tmp_path)
+    agent.script(writes("a.txt", "a"))
+    code, _, err = run_main(capfd, "p", "-n", "3", "--ai-cmd", agent.cmd)
+    assert code == 2 and agent.calls == 0
+    assert err == ("rooda: error: git.commit is on, but git has no identity to commit with here (fatal: no email"
+                   " was given and auto-detection is disabled); set it with: git config user.name 'Your Name'"
+                   " and git config user.email you@example.com\n")
+
+
+def test_doctor_names_the_identity_it_commits_as_or_that_there_is_none(workspace, capfd, monkeypatch,
+                                                                      tmp_path):
+    def git_lines():
+        code, out, _ = run_main(capfd, "doctor", "p", "--ai-cmd", "true")
+        return code, [line.split(None, 1) for line in out.splitlines()
+                      if line.split(None, 1)[1].startswith(("git: repository", "git: no identity"))]
+
+    make_repo(workspace)
+    procedure(workspace, git={"commit": True})
+    assert git_lines()[1] == [["ok", "git: repository %s, committing as Test <test@example.com>"
+                               % os.path.realpath(str(workspace))]]
+    without_identity(workspace, monkeypatch, tmp_path)
+    assert git_lines() == (2, [["error", "git: no identity to commit with (fatal: no email was given and"
+                                " auto-detection is disabled); set it with: git config user.name 'Your Name'"
+                                " and git config user.email you@example.com"]])
+
+
+def test_a_failing_hooks_report_reaches_the_log_verbose_output_and_the_reason_line(workspace, agent, capfd,
                                                                                tmp_path):
     make_repo(workspace)
     procedure(workspace, git={"commit": True})
@@ -189,8 +231,9 @@ def test_a_failing_hooks_report_reaches_the_log_verbose_output_and_the_warning(w
     agent.script(writes("a.txt", "a"))
     logs = tmp_path / "hook-logs"
     code, out, err = run_main(capfd, "p", "-n", "1", "-v", "--ai-cmd", agent.cmd, "--log-dir", logs)
-    assert "ruff: src/app.py:3:1: F401 unused import" in err.split("WARNING: iteration")[0]  # verbose
-    assert "WARNING: iteration 1: git commit failed: ruff: src/app.py:3:1: F401 unused import" in err
+    assert "ruff: src/app.py:3:1: F401 unused import" in err.split("completed in")[0]  # verbose
+    reason = "  git: git commit failed: ruff: src/app.py:3:1: F401 unused import"
+    assert reason in err.splitlines() and "WARNING: iteration" not in err  # the reason line says it, once
     log = [name for name in os.listdir(str(logs)) if name.endswith(".log")][0]
     text = (logs / log).read_text()
     assert "--- git: git commit -q -m p 1: iteration 1 -m Rooda-Session: session-" in text

@@ -93,6 +93,7 @@ def test_bad_credentials_stop_after_one_iteration_with_exit_2(workspace, agent, 
     assert code == 2 and agent.calls == 1, err
     last = progress_lines(err)[-1]
     assert last.startswith("ERROR: the agent cannot authenticate: ") and words in last
+    assert ".;" not in last  # the CLI's closing full stop is not doubled by rooda's own words
 
 
 def test_the_auth_message_names_what_the_preset_needs(workspace, agent, capfd):
