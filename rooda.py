@@ -290,10 +290,8 @@ def _scalar_text(value: object) -> str:
 def _tee(*sinks: Optional[Callable[[bytes], None]]) -> Optional[Callable[[bytes], None]]:
     """One sink that feeds all the given ones (None for none)."""
     present = [sink for sink in sinks if sink is not None]
-    if not present:
-        return None
-    if len(present) == 1:
-        return present[0]
+    if len(present) < 2:
+        return present[0] if present else None
 
     def both(chunk: bytes) -> None:
         for sink in present:
@@ -524,10 +522,9 @@ def cached_read(kind: str, path: str, read: Callable[[str], Any]) -> Any:
 # rooda reads rooda-config.yml without PyYAML; load_yaml's docstring is the grammar.
 
 _YAML_UNSUPPORTED = "are not supported by rooda's YAML subset"
-_YAML_ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n",
-                 "v": "\v", "f": "\f", "r": "\r", "e": "\x1b", " ": " ", '"': '"',
-                 "/": "/", "\\": "\\", "N": "\x85", "_": "\xa0", "L": "\u2028",
-                 "P": "\u2029"}
+_YAML_ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v", "f": "\f",
+                 "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85", "_": "\xa0",
+                 "L": "\u2028", "P": "\u2029"}
 _YAML_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 # What the subset refuses where a node starts, by its first character, and the hint.
 _YAML_REFUSED = {"&": ("anchors (&name)", "repeat the value or use rooda-config.json"),
@@ -1738,6 +1735,16 @@ def _v_list(check: Callable[[object], Optional[str]]) -> Callable[[object], Opti
     return each
 
 
+def _v_message(value: object) -> Optional[str]:
+    """A commit message template: a subject, and no misspelt placeholder (other braces stay)."""
+    if not isinstance(value, str) or not value.strip():
+        return "must be a non-empty string"
+    names = ("procedure", "iteration", "summary")
+    typos = [name for name in re.findall(r"\{(\w+)\}", value) if name not in names and closest(name, names)]
+    return "has no placeholder {%s}%s (they are {procedure}, {iteration} and {summary})" % (
+        typos[0], did_you_mean(typos[0], names)) if typos else None
+
+
 def _v_paths(value: object) -> Optional[str]:
     fine = isinstance(value, list) and all(isinstance(p, str) and p for p in value)
     return None if fine else "must be a list of paths"
@@ -1797,10 +1804,9 @@ SETTINGS = (
             help="the Go rooda's flag: debug = --verbose, warn/error = --quiet"),
     Setting(key="log_timestamp_format", default="time", check=_v_str),
     Setting(key="signals", default={"success": ["<promise>SUCCESS</promise>"],
-                                    "failure": ["<promise>FAILURE</promise>"]},
+                                    "failure": ["<promise>FAILURE</promise>"]}, scalar=False,
             check=_v_mapping("{success: [...], failure: [...]}",
-                             {"success": _v_strings, "failure": _v_strings}),
-            scalar=False),
+                             {"success": _v_strings, "failure": _v_strings})),
     Setting(key="on_limit", default="wait", check=_Choice("wait", "stop")),
     Setting(key="limit_wait", default=43200, check=_Number(0, above=True, unit="seconds")),
     Setting(key="heartbeat", default=300, check=_Number(0, unit="seconds")),
@@ -1813,14 +1819,13 @@ SETTINGS = (
     Setting(key="verify", default=None, check=_v_command, procedure=True, flag="--verify", metavar="CMD",
             help="quality gate after each iteration (sh -c); a failure rejects the agent's SUCCESS claim"),
     Setting(key="done_when", default=None, check=_v_command, procedure=True, flag="--done-when",
-            metavar="CMD",
-            help="queue check before each iteration: exit 0 stops (nothing left)"),
+            metavar="CMD", help="queue check before each iteration: exit 0 stops (nothing left)"),
     Setting(key="stuck", default=None, scalar=False, procedure=True, check=_v_optional(_v_mapping(
         "{same_error: 3, no_change: 2}",
         {"same_error": _Number(1, whole=True), "no_change": _Number(1, whole=True)}))),
     Setting(key="git", default=None, scalar=False, procedure=True, check=_v_optional(_v_mapping(
         "{commit: true, push: false, message: '...'}",
-        {"commit": _v_bool, "push": _v_bool, "message": _v_str}))),
+        {"commit": _v_bool, "push": _v_bool, "message": _v_message}))),
 )
 SETTING = {setting.key: setting for setting in SETTINGS}
 # Tier 1, "built-in": every other tier overrides these.
@@ -1923,16 +1928,15 @@ GO_BUILTIN_FRAGMENTS = {
         "identify_affected_code": "affected", "identify_spec_deficiencies": "spec-quality",
         "parse_plan_tasks": "plan-vs-tracker", "map_to_work_tracking_format": "plan-vs-tracker",
         "identify_specified_but_not_implemented": "spec-to-impl",
-        "identify_implemented_but_not_specified": "impl-to-spec",
-        "identify_structural_issues": "refactor", "identify_duplication": "refactor",
-        "identify_code_smells": "impl-quality", "identify_complexity_issues": "impl-quality",
-        "identify_maintenance_needs": "chore", "understand_chore_request": "chore",
-        "understand_refactor_request": "refactor",
+        "identify_implemented_but_not_specified": "impl-to-spec", "identify_structural_issues": "refactor",
+        "identify_duplication": "refactor", "identify_code_smells": "impl-quality",
+        "identify_complexity_issues": "impl-quality", "identify_maintenance_needs": "chore",
+        "understand_chore_request": "chore", "understand_refactor_request": "refactor",
     },
     "decide": {
-        "determine_sections_to_update": "agents-sync", "decide_signal": "signal",
-        "pick_task": "task", "plan_implementation_approach": "impl-changes",
-        "break_down_into_tasks": "plan", "prioritize_tasks": "plan", "prioritize_findings": "findings",
+        "determine_sections_to_update": "agents-sync", "decide_signal": "signal", "pick_task": "task",
+        "plan_implementation_approach": "impl-changes", "break_down_into_tasks": "plan",
+        "prioritize_tasks": "plan", "prioritize_findings": "findings",
         "prioritize_gaps_by_impact": "findings", "identify_issues": "findings",
         "categorize_drift_severity": "findings", "determine_import_strategy": "publish",
     },
@@ -2263,7 +2267,8 @@ def _env_layer(environ: Mapping[str, str], cwd: str, report: Callable) -> dict:
         key = name[len(ENV_PREFIX):].lower()
         if key not in scalars:
             near = closest(key, scalars)
-            report(("loop", key), "%s is not a loop setting%s" % (
+            report(("loop", key), "%s cannot set %s, which is not one value: set it in a config file" % (
+                name, key) if key in SETTING else "%s is not a loop setting%s" % (
                 name, "; did you mean %s%s?" % (ENV_PREFIX, near.upper()) if near else ""))
             continue
         text = raw.strip()
@@ -2365,9 +2370,8 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
     files: List[Tuple[str, str]] = []
     problems: list = []
     warnings: List[str] = []
-    builtin = {"loop": _copy(BUILTIN_LOOP),
-               "ai_cmd_aliases": {name: cli.command for name, cli in PRESETS.items()},
-               "procedures": {}}
+    builtin = {"loop": _copy(BUILTIN_LOOP), "procedures": {},
+               "ai_cmd_aliases": {name: cli.command for name, cli in PRESETS.items()}}
     _merge(data, builtin, lambda path: (TIER_BUILTIN, None, None, None), provenance)
 
     for tier, path in config_files(config_path, cwd, variables):
@@ -3741,8 +3745,7 @@ class EventReader:
     structured = True
 
     def __init__(self, agent_format: str, scanner: SignalScanner, fallback: TextReader,
-                 show_out: Optional[Callable[[bytes], None]],
-                 show_err: Optional[Callable[[bytes], None]],
+                 show_out: Optional[Callable[[bytes], None]], show_err: Optional[Callable[[bytes], None]],
                  log: Optional[Callable[[bytes], None]], raw: Optional[Callable[[bytes], None]],
                  cwd: str, warn: Callable[[str], None]) -> None:
         self.format, self.format_name = OUTPUT_FORMATS[agent_format], agent_format
@@ -4089,8 +4092,7 @@ _API_WORDS = _CLI_WORDS + (
     (CAUSE_LIMIT, r"\b429\b[^\n]{0,40}\b(?:Too Many Requests|RESOURCE_EXHAUSTED|rate.?limit)", "rate limit"),
     (CAUSE_OUTAGE, r"(?:status|API Error:?|HTTP)\W{0,3}(?:5\d\d)\b|overloaded|internal server error"
                    r"|service unavailable|bad gateway|gateway timeout|connection (?:error|refused|reset)"
-                   r"|ECONN(?:REFUSED|RESET)|ETIMEDOUT|fetch failed|stream disconnected", None),
-)
+                   r"|ECONN(?:REFUSED|RESET)|ETIMEDOUT|fetch failed|stream disconnected", None))
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 
 
@@ -4607,12 +4609,9 @@ GIT_IDENTITY_HINT = "set it with: git config user.name 'Your Name' and git confi
 
 
 def commit_identity(run_git: "Callable[..., GitResult]") -> Tuple[Optional[str], str]:
-    """Who git commits as here (`Name <email>`), or None and git's reason: without one,
-    every commit of the git gate fails, whatever the agent did."""
+    """Who git commits as here (`Name <email>`), or None and git's reason."""
     result = run_git(["var", "GIT_COMMITTER_IDENT"])
-    if result.exit_code == 0:
-        return result.out.rsplit(">", 1)[0] + ">", ""
-    return None, result.message()
+    return (result.out.rsplit(">", 1)[0] + ">", "") if result.exit_code == 0 else (None, result.message())
 
 
 # ==== 13. Reporting ===================================================
@@ -4777,8 +4776,7 @@ class SessionLog:
                       else "", summary, state.exit_code(), RULE))
         self.event("session_end", status=state.status, reason=state.reason, iterations=state.finished,
                    succeeded=state.finished - state.failures, failed=state.failures,
-                   seconds=round(state.elapsed(), 3), exit_code=state.exit_code(),
-                   usage=state.usage_totals())
+                   seconds=round(state.elapsed(), 3), exit_code=state.exit_code(), usage=state.usage_totals())
         with _suppress(OSError):
             os.unlink(self.live_path)  # ended: session_end says the rest
 
@@ -5571,8 +5569,7 @@ class _Run:
         if trouble is not None and trouble.kind == CAUSE_AUTH:
             cli = self.agent.cli
             return self.stop(STOP_ERROR, "the agent cannot authenticate: %s%s" % (
-                said,
-                "; %s needs %s" % (cli.name, cli.login) if cli is not None else
+                said, "; %s needs %s" % (cli.name, cli.login) if cli is not None else
                 "; check the agent's credentials (API key or login)"))
         if trouble is not None and trouble.kind == CAUSE_BILLING:
             paid = self.agent.cli.paid_by(self.agent_env) if self.agent.cli else None
@@ -5749,16 +5746,24 @@ class _Run:
             self.notify("iteration_end", outcome, reason or "", attempt.number)
         if self.log is None or result is None or report is None:
             return  # (interrupted before the agent started: no iteration to end)
-        verified = attempt.verified
+        repo, verify = self.plan.repo, {None: None, True: "pass", False: "fail"}[attempt.verified]
         self.log.iteration_end(
             iteration=attempt.number, seconds=round(time.monotonic() - attempt.started, 3),
             exit_code=result.exit_code, signal=result.killed_by, signals=sorted(report.signals),
-            outcome=outcome, consecutive_failures=self.state.consecutive_failures,
-            verify=None if verified is None else ("pass" if verified else "fail"),
-            head_before=attempt.head_before,
-            head_after=read_head(self.plan.repo) if self.plan.repo is not None else None,
+            outcome=outcome, consecutive_failures=self.state.consecutive_failures, verify=verify,
+            head_before=attempt.head_before, head_after=read_head(repo) if repo is not None else None,
             output_bytes=report.output_bytes, reason=reason, cause=attempt.cause,
             usage=dict(report.usage) if report.usage else None)
+
+
+def max_cost_trouble(plan: RunPlan, agent: AgentCommand) -> str:
+    """What max_cost cannot do with this agent, for the start of a run and `doctor`."""
+    if plan.max_cost is not None and not getattr(OUTPUT_FORMATS.get(agent.format), "reports_cost", False):
+        return "max_cost is set, but the agent's output (%s format) reports no cost: the budget cannot be" \
+               " enforced; use --max-time as well" % agent.format
+    return "" if plan.max_cost is None or (agent.cli and agent.cli.budget_flag) else "max_cost is checked" \
+        " between iterations: %s has no spending cap of its own, so one iteration can spend past it" % (
+            agent.preset or "this agent")
 
 
 def _closing_line(state: LoopState, plan: RunPlan) -> str:
@@ -5818,12 +5823,8 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
     if bare:
         progress.warn("the prompt has a promise marker alone on a line (%s): an agent that echoes"
                       " its prompt would read as done; put the marker inside a sentence" % bare)
-    if plan.max_cost is not None and (run.format is None or not run.format.reports_cost):
-        progress.warn("max_cost is set, but the agent's output (%s format) reports no cost: the"
-                      " budget cannot be enforced; use --max-time as well" % agent.format)
-    elif plan.max_cost is not None and not (agent.cli and agent.cli.budget_flag):
-        progress.warn("max_cost is checked between iterations: %s has no spending cap of its own, so one"
-                      " iteration can spend past it" % (agent.preset or "this agent"))
+    if max_cost_trouble(plan, agent):
+        progress.warn(max_cost_trouble(plan, agent))
     untracked = untracked_files(run.run_git, plan.repo, plan.log_dir) if plan.gates.commit and plan.repo \
         and not resumed else []
     if untracked:
@@ -6038,7 +6039,7 @@ def _read_context(values: Sequence[str], cwd: str) -> List[str]:
         if value.startswith("@@"):
             texts.append(value[1:])
         elif value.startswith("@"):
-            texts.append(read_text(os.path.join(cwd, value[1:]), "context file").strip())
+            texts.append(read_text(os.path.join(cwd, os.path.expanduser(value[1:])), "context file").strip())
         else:
             texts.append(value)
     return texts
@@ -6201,10 +6202,11 @@ def load_config_saying_warnings(options: Any) -> Config:
 
 
 def command_run(options: Any, procedure_name: str, positional: Optional[str],
-                prompt_file: Optional[str] = None, resumed: Optional[Dict[str, Any]] = None) -> int:
+                prompt_file: Optional[str] = None) -> int:
     """Run a procedure's loop (or `prompt <file>`), or with --dry-run print its first prompt;
-    `resumed`: a session to go on with (`resume`)."""
+    `options.resumed`: a session to go on with (`resume`)."""
     global _FATAL_SIGNAL
+    resumed = getattr(options, "resumed", None)
     config = load_config_saying_warnings(options)
     plan = plan_run(options, config, procedure_name, positional, prompt_file)
     if options.dry_run:
@@ -6358,13 +6360,11 @@ def command_info(options: Any, name: str) -> int:
         out.append("  %s" % phase)
         for fragment in plan.fragments[phase]:
             if "path" in fragment:
-                missing = "" if os.path.isfile(fragment["path"]) else "   (missing!)"
                 params = ", ".join("%s=%s" % item for item in (fragment.get("parameters") or {}).items())
-                shown = _display_path(fragment["path"], cwd)
-                out.append("    %s%s%s" % (shown, params and "  " + params, missing))
+                out.append("    %s%s%s" % (_display_path(fragment["path"], cwd), params and "  " + params,
+                                           "" if os.path.isfile(fragment["path"]) else "   (missing!)"))
             else:
-                first = fragment["content"].strip().splitlines()[0] if fragment["content"].strip() else ""
-                out.append("    (content) %s" % (first[:70] + ("…" if len(first) > 70 else "")))
+                out.append("    (content) %s" % _one_line(fragment["content"], 71))
     if plan.gates.requires:
         hint = "; " + plan.gates.requires_hint if plan.gates.requires_hint else ""
         out += ["", "requires: %s%s" % (", ".join(plan.gates.requires), hint)]
@@ -6388,8 +6388,9 @@ def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan:
         report("ok", "agent: %s (%s)" % (agent.display(), agent.source))
     except RoodaError as exc:
         report("error", "agent: %s" % exc)
-    env = dict(os.environ, **agent.env)
-    cli = agent.cli
+    if plan is not None and max_cost_trouble(plan, agent):
+        report("warning", max_cost_trouble(plan, agent))
+    env, cli = dict(os.environ, **agent.env), agent.cli
     if cli is None:
         return
     in_repo = find_repository(cwd)[0] is not None
@@ -6404,13 +6405,6 @@ def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan:
         report("warning", "credentials: none of %s found; %s needs %s%s" % (
             ", ".join(pair.partition("=")[0] for pair in cli.credentials.split("; ")), cli.name, cli.login,
             " (on macOS a login kept in the keychain is not seen here)" if sys.platform == "darwin" else ""))
-    if plan is not None and plan.max_cost is not None:
-        if not (OUTPUT_FORMATS.get(agent.format) or AgentFormat(decode=str)).reports_cost:
-            report("warning", "max_cost: the agent's output (%s format) reports no cost, so the budget"
-                              " cannot be enforced; set --max-time as well" % agent.format)
-        elif not cli.budget_flag:
-            report("warning", "max_cost: %s has no spending cap of its own; the budget is checked between"
-                              " iterations, so one iteration can spend past it" % cli.name)
 
 
 def _doctor_git(report: Callable[[str, str], None], plan: RunPlan, cwd: str) -> None:
@@ -6498,8 +6492,11 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
             if not os.path.exists(os.path.join(cwd, path)):
                 report("warning", "requires %s, which is missing%s" % (
                     path, "; " + plan.gates.requires_hint if plan.gates.requires_hint else ""))
-        awake = keep_awake_command() if plan.keep_awake else None
-        works = awake is not None and _works(awake)
+        awake, works = keep_awake_command() if plan.keep_awake else None, False
+        if awake:  # does it hold here? (systemd-inhibit fails at once without a system bus)
+            with _suppress(RoodaError):
+                held = awake[:-1] + ["true"] if awake[0] != "caffeinate" else ["caffeinate", "-i", "true"]
+                works = run_agent(held, "", limits=Limits(timeout=10)).exit_code == 0
         report("ok" if works or not plan.keep_awake else "warning", "keep-awake: " + (
             "off (keep_awake: false)" if not plan.keep_awake else
             "%s holds off sleep while a run goes on" % awake[0] if awake and works else
@@ -6520,18 +6517,6 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
     width = max(len(level) for level, _ in lines)
     write_stdout("".join("%-*s  %s\n" % (width, level, message) for level, message in lines))
     return 2 if any(level == "error" for level, _ in lines) else 0
-
-
-def _works(argv: List[str]) -> bool:
-    """Whether a keep-awake command holds at all here (systemd-inhibit fails at once
-    without a system bus): run it around `true`."""
-    import subprocess
-    check = argv[:-1] + ["true"] if argv[0] == "systemd-inhibit" else ["caffeinate", "-i", "true"]
-    try:
-        done = subprocess.run(check, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
-        return done.returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
 
 
 # What `vendor` copies: the vendoring unit of SPEC 1.
@@ -6678,7 +6663,7 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
         "iterations": 0, "successes": 0, "failures": 0, "limited": 0, "unavailable": 0,
         "elapsed_seconds": None, "usage": None, "last_event": None, "last_event_time": None,
         "waiting_until": None, "waiting_for": None, "activity": None, "tool_calls": None, "tokens": None,
-        "consecutive_failures": 0 if whole else None, "argv": None, "skipped_lines": 0}
+        "consecutive_failures": 0 if whole else None, "argv": None, "cwd": None, "skipped_lines": 0}
     lines, read_whole = _read_session(path, whole)
     usage: Dict[str, Any] = {}
     begun = last_at = None  # when the session's latest run (its start, or its resume) began
@@ -6700,10 +6685,11 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
         summary["last_event"], summary["last_event_time"], last_at = name, event["time"], moment
         summary["waiting_until"], summary["waiting_for"] = until, event.get("kind") if until else None
         if name == "session_start":
-            cap, argv = event.get("max_iterations"), event.get("argv")
+            cap, argv, cwd = event.get("max_iterations"), event.get("argv"), event.get("cwd")
             summary.update(procedure=str(event.get("procedure")), started=event["time"],
                            max_iterations=cap if isinstance(cap, int) else None,
-                           argv=argv if isinstance(argv, list) else None)
+                           argv=argv if isinstance(argv, list) else None,
+                           cwd=cwd if isinstance(cwd, str) else None)
         if name in ("session_start", "session_resume"):
             pid, ended = event.get("pid"), None
             summary["pid"] = pid if isinstance(pid, int) else None
@@ -6845,7 +6831,7 @@ def _sessions(options: Any) -> Tuple[str, List[str]]:
         raise RoodaError("no log directory at %s (no run has written logs there; --log-dir DIR names"
                          " another)" % shown)
     if options.words:
-        named = options.words[0]
+        named = re.sub(r"\.log$", ".jsonl", options.words[0])  # (the path the run's last line names)
         found = [path for path in (named, os.path.join(directory, named),
                                    os.path.join(directory, named + ".jsonl"),
                                    os.path.join(directory, "session-%s.jsonl" % named))
@@ -6861,8 +6847,9 @@ def _sessions(options: Any) -> Tuple[str, List[str]]:
         except (OSError, ValueError, RecursionError):
             return 0.0, path
     try:
-        sessions = sorted((os.path.join(directory, name) for name in os.listdir(directory)
-                           if re.match(_SESSION_NAME, name)), key=started, reverse=True)
+        sessions = sorted((path for path in (os.path.join(directory, name) for name in os.listdir(directory))
+                           if re.match(_SESSION_NAME, os.path.basename(path)) and os.path.isfile(path)),
+                          key=started, reverse=True)
     except OSError as exc:
         raise RoodaError("cannot read the log directory %s: %s" % (shown, exc.strerror)) from None
     if not sessions:
@@ -6896,29 +6883,42 @@ def command_resume(options: Any) -> int:
     """`resume [SESSION] [options]`: go on with a session that was interrupted, died, or
     stopped for the provider, where it was (SPEC 16); options given override its own."""
     directory, sessions = _sessions(options)
-    summary, shown = summarize_session(sessions[0]), os.path.basename(sessions[0])
+    here = os.path.realpath(os.getcwd())
+    for path in sessions:  # named, or the newest started here: its agent and gates run here
+        try:
+            summary, shown = summarize_session(path), os.path.basename(path)
+        except OSError as exc:
+            raise RoodaError("cannot read %s: %s" % (path, exc.strerror)) from None
+        if options.words or os.path.realpath(summary["cwd"] or "/-") == here:
+            break
+    else:
+        raise RoodaError("no session in %s was started in %s" % (_display_path(directory, here), here))
+    if os.path.realpath(summary["cwd"] or "/-") != here:
+        raise RoodaError("%s was started in %s; resume it from there" % (shown, summary["cwd"]))
     if summary["state"] in (RUN_RUNNING, RUN_STOPPED):
-        raise UsageError("%s is still running (pid %s); `status` says what it does" % (shown, summary["pid"]))
+        raise RoodaError("%s is still running (pid %s); `status` says what it does" % (shown, summary["pid"]))
     if summary["state"] == RUN_ENDED and summary["status"] not in (
             STATUS_INTERRUPTED, STATUS_LIMITED, STATUS_UNAVAILABLE):
-        raise UsageError("%s ended %s, nothing to resume (%s); start a new run instead" % (
+        raise RoodaError("%s ended %s, nothing to resume (%s); start a new run instead" % (
             shown, summary["status"], summary["reason"]))
     argv = [str(word) for word in summary["argv"] or ()]
     if not argv:
-        raise UsageError("%s does not say how it was started (rooda before 0.3 wrote it); start a new run"
+        raise RoodaError("%s does not say how it was started (rooda before 0.3 wrote it); start a new run"
                          " instead" % shown)
     usage = {name: value for name, value in (summary["usage"] or {}).items() if value is not None}
     point = {"session": shown[:-len(".jsonl")], "finished": summary["iterations"], "usage": usage,
              "failures": summary["failures"], "consecutive": summary["consecutive_failures"],
              "seconds": summary["elapsed_seconds"] or 0.0}
-    own = [word for word in options.argv if word not in ("resume",) + tuple(options.words)]
+    own, at = list(options.argv), 0  # its own options: its words taken out by position, not value
+    for word in ("resume",) + tuple(options.words):
+        with _suppress(ValueError):
+            at = own.index(word, at)
+            del own[at]
     again = parse_args(argv + own + ["--log-dir", directory])
-    again.argv = argv  # (what the session was started with: a later resume starts from it again)
-    words = again.words if again.command != "run" else again.words[1:]
-    procedure = again.command if again.command != "run" else again.words[0]
-    if procedure == "prompt":
-        return command_run(again, "prompt", words[1] if len(words) > 1 else None, words[0], point)
-    return command_run(again, procedure, words[0] if words else None, None, point)
+    if again.command in RESERVED_WORDS and again.command not in ("run", "prompt"):
+        raise RoodaError("%s was not a run (%s); start a new run instead" % (shown, " ".join(argv)))
+    again.argv, again.resumed = argv, point  # (a later resume starts from the session's own argv again)
+    return dispatch(again)
 
 
 def dispatch(options: Any) -> int:

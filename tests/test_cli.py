@@ -81,6 +81,13 @@ def test_several_contexts_are_joined_by_a_blank_line_and_files_are_read(workspac
     assert "## CONTEXT\none\n\nfrom a file\n\n@literal\n\n## OBSERVE" in out
 
 
+def test_a_context_file_under_home_is_read(workspace, capfd, monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "notes.md").write_text("from home\n")
+    code, out, _ = run_main(capfd, "build", "-d", "-c", "@~/notes.md", "--ai-cmd", "x")
+    assert code == 0 and "## CONTEXT\nfrom home\n" in out
+
+
 def test_a_missing_context_file_exits_2(workspace, capfd):
     code, _, err = run_main(capfd, "build", "-d", "-c", "@missing.md", "--ai-cmd", "x")
     assert code == 2 and "context file not found: " in err and "missing.md" in err

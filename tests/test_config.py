@@ -147,7 +147,11 @@ def test_the_shipped_file_as_workspace_is_loaded_once_as_shipped(capfd, monkeypa
      "environment: ROODA_LOOP_FAILURE_TRESHOLD is not a loop setting; did you mean ROODA_LOOP_FAILURE_THRESHOLD?"),
     ("ROODA_LOOP_FAILURE_THRESHOLD", "many",
      "ROODA_LOOP_FAILURE_THRESHOLD: loop.failure_threshold: must be a whole number >= 1, not a string"),
-    ("ROODA_LOOP_ENV", "x", "environment: ROODA_LOOP_ENV is not a loop setting"),
+    ("ROODA_LOOP_ENV", "x", "environment: ROODA_LOOP_ENV cannot set env, which is not one value: set it in"
+                            " a config file"),
+    ("ROODA_LOOP_NOTIFY_ON", "wait", "environment: ROODA_LOOP_NOTIFY_ON cannot set notify_on, which is not"
+                                     " one value: set it in a config file"),  # (not: did you mean NOTIFY?)
+    ("ROODA_LOOP_BOGUS", "1", "environment: ROODA_LOOP_BOGUS is not a loop setting"),
 ])
 def test_environment_mistakes_exit_2_with_one_line(workspace, capfd, monkeypatch, name, value, message):
     monkeypatch.setenv(name, value)

@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 import rooda
 from conftest import (alive, commits, git, interrupt, make_repo, procedure, progress_lines, session_events,
                       run_main, run_rooda, start_rooda, wait_until, write_config)
@@ -179,6 +181,20 @@ def failing_hook(workspace, text):
     hook = workspace / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\necho '%s' >&2\nexit 1\n" % text)
     hook.chmod(0o755)
+
+
+@pytest.mark.parametrize("message,problem", [
+    ("   ", "message must be a non-empty string"),
+    ("{procedure}: {sumary}", "message has no placeholder {sumary}; did you mean 'summary'? (they are"
+                              " {procedure}, {iteration} and {summary})")])
+def test_a_commit_message_that_would_commit_nonsense_is_a_config_error(workspace, agent, capfd, message,
+                                                                        problem):
+    # A blank subject made git take the trailers for the subject; a typo was committed as is.
+    make_repo(workspace)
+    procedure(workspace, git={"commit": True, "message": message})
+    code, _, err = run_main(capfd, "p", "-n", "1", "--ai-cmd", agent.cmd)
+    assert code == 2 and agent.calls == 0
+    assert err.startswith("rooda-config.json:") and "procedures.p.git: %s\n" % problem in err, err
 
 
 def without_identity(workspace, monkeypatch, tmp_path):

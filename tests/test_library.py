@@ -168,6 +168,12 @@ def test_doctor_knows_claudes_root_trap(workspace, capfd, monkeypatch):
     assert code == 0
 
 
+def test_doctor_warns_of_max_cost_with_an_agent_that_reports_none(workspace, agent, capfd):
+    code, lines = doctor(capfd, "build", "--ai-cmd", agent.cmd, "--max-cost", "1", "--timeout", "60")
+    assert ("warning", "max_cost is set, but the agent's output (text format) reports no cost: the budget"
+            " cannot be enforced; use --max-time as well") in lines
+
+
 def test_doctor_knows_amps_login_trap(workspace, capfd, monkeypatch):
     monkeypatch.setattr("rooda._which", lambda name: "/usr/bin/amp" if name == "amp" else None)
     monkeypatch.delenv("AMP_API_KEY", raising=False)

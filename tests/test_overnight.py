@@ -204,6 +204,67 @@ def test_resume_refuses_a_session_that_completed_or_is_running(workspace, agent,
     interrupt(proc)
 
 
+def test_resume_goes_on_with_this_directorys_session_and_refuses_another_ones(workspace, agent, tmp_path):
+    # One rooda beside its logs serves several projects: the newest session may be another's,
+    # and its agent, gates and commits must not run here.
+    other, logs = tmp_path / "other", tmp_path / "logs"
+    other.mkdir()
+    agent.script(HOLD, {"actions": [{"touch": "other running"}, {"wait_for": "never"}]}, {})
+    for directory, ready in ((workspace, "running"), (other, "other running")):
+        proc = start_rooda(agent, "-n", "1", "--log-dir", logs, cwd=directory)
+        agent.wait_for(ready)
+        interrupt(proc)
+    sessions = {}
+    for name in sorted(os.listdir(str(logs))):
+        if name.endswith(".jsonl") and not name.endswith("-agent.jsonl"):
+            with open(str(logs / name)) as stream:
+                sessions[json.loads(stream.readline())["cwd"]] = name
+    result = run_rooda("resume", "--log-dir", logs, cwd=workspace, env=agent.env)
+    assert result.returncode == 0, result.stderr
+    resumed = [name for name in sessions.values() if '"session_resume"' in (logs / name).read_text()]
+    assert resumed == [sessions[str(workspace)]]
+    elsewhere = run_rooda("resume", sessions[str(other)][:-6], "--log-dir", logs, cwd=workspace, env=agent.env)
+    assert elsewhere.returncode == 2 and agent.calls == 3
+    assert elsewhere.stderr.decode() == "rooda: error: %s was started in %s; resume it from there\n" % (
+        sessions[str(other)], other)
+    third = tmp_path / "third"
+    third.mkdir()
+    nowhere = run_rooda("resume", "--log-dir", logs, cwd=third)
+    assert (nowhere.returncode, nowhere.stderr.decode()) == (
+        2, "rooda: error: no session in %s was started in %s\n" % (logs, third))
+
+
+def test_what_is_not_a_session_file_is_no_traceback_and_no_hang_for_status_and_resume(workspace, tmp_path):
+    logs = tmp_path / "logs"
+    (logs / "session-20260101-000001.jsonl").mkdir(parents=True)
+    os.mkfifo(str(logs / "session-20260101-000002.jsonl"))  # (opened, it would wait for a writer)
+    for command, code in (("status", 1), ("resume", 2)):
+        result = run_rooda(command, "--log-dir", logs, cwd=workspace, timeout=20)
+        assert (result.returncode, result.stderr.decode()) == (code, "rooda%s: no session logs in %s\n" % (
+            ": error" if command == "resume" else "", logs))
+    (logs / "session-20260101-000003.jsonl").write_text(json.dumps({  # a first line cut short, say
+        "event": "session_start", "time": "2026-01-01T00:00:03.000Z", "pid": 0, "cwd": str(workspace),
+        "argv": ["run"]}) + "\n")
+    result = run_rooda("resume", "--log-dir", logs, cwd=workspace)
+    assert (result.returncode, result.stderr.decode()) == (
+        2, "rooda: error: 'run' needs a procedure name, e.g. 'python3 rooda.py run build'\n"
+           "Try 'python3 rooda.py --help'.\n")
+
+
+def test_resume_keeps_option_values_that_are_its_own_words_and_takes_the_log_file_name(
+        workspace, agent, tmp_path):
+    agent.script(HOLD, {})
+    logs = tmp_path / "logs"
+    proc = start_rooda(agent, "-n", "1", "--log-dir", logs, cwd=workspace)
+    agent.wait_for("running")
+    interrupt(proc)
+    [log] = [name for name in os.listdir(str(logs)) if name.endswith(".log")]
+    result = run_rooda("resume", str(logs / log), "--log-dir", logs, "-c", "resume", "-c", str(logs / log),
+                       cwd=workspace, env=agent.env)
+    assert result.returncode == 0, result.stderr
+    assert "## CONTEXT\nresume\n\n%s\n" % (logs / log) in agent.prompt(2)
+
+
 # --- commits that say what they are -------------------------------------------------------
 
 def test_a_commit_has_the_summary_trailers_and_a_progress_line_and_is_pushed(workspace, agent, capfd,
