@@ -249,6 +249,13 @@ def test_what_is_not_a_session_file_is_no_traceback_and_no_hang_for_status_and_r
     assert (result.returncode, result.stderr.decode()) == (
         2, "rooda: error: 'run' needs a procedure name, e.g. 'python3 rooda.py run build'\n"
            "Try 'python3 rooda.py --help'.\n")
+    (logs / "session-20260101-000004.jsonl").write_text(json.dumps({
+        "event": "session_start", "time": "2026-01-01T00:00:04.000Z", "pid": 0, "cwd": str(workspace),
+        "argv": ["status", "--all"]}) + "\n")
+    result = run_rooda("resume", "--log-dir", logs, cwd=workspace)
+    assert (result.returncode, result.stdout, result.stderr.decode()) == (
+        2, b"", "rooda: error: session-20260101-000004.jsonl was not a run (status --all); start a new run"
+                " instead\n")
 
 
 def test_resume_keeps_option_values_that_are_its_own_words_and_takes_the_log_file_name(
