@@ -203,7 +203,7 @@ def format_bytes(count: float) -> str:
         if count < 1000 or unit == "GB":
             return ("%d %s" if unit == "B" else "%.1f %s") % (count, unit)
         count /= 1000.0
-    raise AssertionError  # (the loop returns at GB)
+    return "%d B" % count
 
 
 def format_count(count: float) -> str:
@@ -4297,6 +4297,8 @@ GATE_VERIFY, GATE_DONE_WHEN, GATE_GIT = "verify", "done_when", "git"
 # Default commit message: {procedure}, {iteration} (1-based) and {summary} (the first line
 # of the agent's final message) are replaced.
 DEFAULT_COMMIT_MESSAGE = "{procedure} {iteration}: {summary}"
+# What to do when git has no identity to commit with (every commit would fail).
+GIT_IDENTITY_HINT = "set it with: git config user.name 'Your Name' and git config user.email you@example.com"
 
 
 class Gates(Record):
@@ -4603,9 +4605,6 @@ def commit_and_push(run_git: "Callable[..., GitResult]", repo: GitRepository, ga
             return "git push failed: " + result.message(), done
         done["pushed"] = target
     return None, done
-
-
-GIT_IDENTITY_HINT = "set it with: git config user.name 'Your Name' and git config user.email you@example.com"
 
 
 def commit_identity(run_git: "Callable[..., GitResult]") -> Tuple[Optional[str], str]:
