@@ -6069,6 +6069,10 @@ def _resolve_settings(options: Any, config: Config, procedure_name: str
     for setting in SETTINGS:
         given = getattr(options, setting.key, None) if setting.flag else None
         if given is not None:
+            # The row's own rule, as for the same value in a file (`--verify ""` included).
+            problem = setting.check(given)
+            if problem:
+                raise UsageError("%s %s" % (setting.flag, problem))
             values[setting.key], sources[setting.key] = given, (TIER_FLAG, setting.flag, None)
         elif setting.procedure and procedure.get(setting.key) is not None:
             values[setting.key] = procedure[setting.key]

@@ -265,3 +265,25 @@ def test_prompt_from_a_closed_stdin_is_one_clear_error(workspace, agent):
                           timeout=30, preexec_fn=lambda: os.close(0))
     assert proc.returncode == 2 and b"prompt -: standard input is closed" in proc.stderr
     assert b"Traceback" not in proc.stderr
+
+
+# --- every flag by its setting's own rule (SPEC 17 rev 4) --------------------------------
+
+@pytest.mark.parametrize("flag, text, key, value", [
+    ("--verify", "", "verify", ""),                 # a command: not empty
+    ("--done-when", " ", "done_when", " "),
+    ("--delay", "-1", "delay", -1),                 # a number: its bound
+    ("--max-cost", "-5", "max_cost", -5),
+    ("--failure-threshold", "0", "failure_threshold", 0),
+    ("--timeout", "nan", "iteration_timeout", float("nan")),
+    ("--log-level", "loud", "log_level", "loud"),   # a choice
+])
+def test_a_flag_refuses_what_its_setting_refuses_in_a_file(workspace, capfd, flag, text, key, value):
+    code, out, err = run_main(capfd, "build", "--ai-cmd", "true", "-n", "1", "--no-log", flag, text)
+    assert code == 2 and out == "" and "Traceback" not in err
+    first = err.splitlines()[0]
+    assert first.startswith("rooda: error: %s must be " % flag), first
+    # The same value in a file is refused by the same rule (the words after the key).
+    write_config(workspace, {"loop": {key: value}})
+    code, _, err = run_main(capfd, "build", "-d")
+    assert code == 2 and " must be " in err.splitlines()[0]
