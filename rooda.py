@@ -3640,7 +3640,7 @@ def activity_words(kind: str, detail: str, seconds: float) -> str:
         return "quiet " + format_duration(seconds)
     if kind == "wait":  # (its moment is the wait's end: `seconds` counts up to it from below 0)
         return "%s · %s left" % (detail, format_duration(max(-seconds, 0)))
-    return "%s · %s" % (kind, format_duration(seconds))
+    return "%s · %s" % (detail or kind, format_duration(seconds))  # thinking; a step: `verify: make test`
 
 
 class StreamReport(Record):
@@ -3660,11 +3660,27 @@ class StreamReport(Record):
     last_text: str = ""             # its final message (text: the last non-empty line)
 
 
-class TextReader:
+class Reader:
+    """What the loop and Activity may ask of any reader of an agent's output; a text
+    reader has no events, tool calls or token counts."""
+
+    structured, events, tool_calls, last_tool, output_bytes = False, 0, 0, "", 0
+    on_stdout: Callable[[bytes], None]
+    on_stderr: Callable[[bytes], None]
+
+    def activity(self) -> Optional[Tuple[str, str, float]]:
+        raise NotImplementedError
+
+    def tokens(self) -> Optional[int]:
+        return None
+
+    def finish(self, result: AgentResult) -> StreamReport:
+        raise NotImplementedError
+
+
+class TextReader(Reader):
     """A text agent: its bytes go through unchanged (verbose, log), scanned for signals
     as they come; the last `tail_bytes` of them are kept."""
-
-    structured = False
 
     def __init__(self, scanner: SignalScanner, show_out: Optional[Callable[[bytes], None]],
                  show_err: Optional[Callable[[bytes], None]], log: Optional[Callable[[bytes], None]],
@@ -3739,7 +3755,7 @@ def add_usage(totals: Dict[str, Any], usage: Mapping[str, Any]) -> None:
                 totals[name] = round(total, 9) if name == "cost_usd" else total
 
 
-class EventReader:
+class EventReader(Reader):
     """A structured agent: JSON lines in, events out (SPEC 12)."""
 
     structured = True
@@ -3779,7 +3795,7 @@ class EventReader:
         self.on_stdout, self.on_stderr = self.feed, self.feed_stderr
 
     @property
-    def output_bytes(self) -> int:
+    def output_bytes(self) -> int:  # type: ignore[override]
         return self.fallback.output_bytes
 
     def activity(self) -> Optional[Tuple[str, str, float]]:
@@ -4665,6 +4681,7 @@ class SessionLog:
             self.agent_fd: Optional[int] = opened[2] if agent_stream else None
             self.path = os.path.join(directory, names[0])
             self.live_path = os.path.join(directory, base + "-live.json")
+            self.live: Optional[Dict[str, Any]] = None  # what the live file holds
             self.shown = os.path.join(shown_directory, names[0])
             return
         raise RoodaError("cannot find a free session log name in %s" % shown_directory)
@@ -4695,8 +4712,10 @@ class SessionLog:
 
     def write_live(self, record: Dict[str, Any]) -> None:
         """What the run is doing now, beside its .jsonl (not in it: the .jsonl stays the
-        events of SPEC 8), replaced whole so that a reader never sees half of it."""
-        if self.problem is None:
+        events of SPEC 8), replaced whole so that a reader never sees half of it; only
+        when it changed (the ticker calls this once a second)."""
+        if self.problem is None and record != self.live:
+            self.live = record
             with _suppress(OSError):  # (best effort: `status` then shows the events alone)
                 with open(self.live_path + ".tmp", "w") as stream:
                     json.dump(record, stream)
@@ -4959,6 +4978,50 @@ def _fit(text: str, columns: int) -> str:
     return "".join(kept) + "…"
 
 
+class Activity:
+    """What is under way (SPEC 14), the one owner of its words whatever shows them: the
+    status line, the heartbeat and the live file `status` reads. A step (a gate or git:
+    kind `step`; a wait: kind `wait`, its `since` the wait's end) or, with `reader`, the
+    agent of iteration `label`, whose reader says what it does."""
+
+    def __init__(self, kind: str, detail: str = "", since: Optional[float] = None,
+                 reader: Optional[Reader] = None, label: str = "") -> None:
+        self.kind, self.detail, self.reader, self.label = kind, detail, reader, label
+        self.since = time.monotonic() if since is None else since
+
+    def doing(self) -> Optional[Tuple[str, str, float]]:
+        return self.reader.activity() if self.reader is not None else (self.kind, self.detail, self.since)
+
+    def lines(self) -> Tuple[str, str]:
+        """(status line, heartbeat line): `iteration 3/10 · 2m13s · 14 tool calls · → Bash:
+        pytest -q · 12s`, `verify: make test · 12s`, `usage limit (five_hour) · 2h left`."""
+        now, reader, doing = time.monotonic(), self.reader, self.doing()
+        what = [activity_words(doing[0], doing[1], now - doing[2])] if doing else []
+        if reader is None:
+            spent = format_duration(abs(now - self.since))
+            return what[0], ("%s%s: %s left" % (self.detail[0].upper(), self.detail[1:], spent)
+                             if self.kind == "wait" else "%s still running (%s)" % (self.detail, spent))
+        figures = [format_duration(now - self.since), plural(reader.tool_calls, "tool call") if reader.events
+                   else "%s output" % format_bytes(reader.output_bytes)]
+        last = reader.last_tool if reader.events and (not doing or doing[0] != "tool") else ""
+        return (" · ".join(["iteration " + self.label] + figures + what),
+                "Iteration %s still running (%s)" % (self.label, ", ".join(
+                    figures + what + (["last: → " + last] if last else []))))
+
+    def record(self) -> Dict[str, Any]:
+        """The live file's fields: the activity with its wall-clock moment, and the agent's
+        figures so far."""
+        doing, reader = self.doing(), self.reader
+        record: Dict[str, Any] = {}
+        if doing is not None:
+            record["activity"] = [doing[0], doing[1], round(time.time() - time.monotonic() + doing[2], 3)]
+        if reader is not None and reader.events:
+            record.update(tool_calls=reader.tool_calls, last_tool=reader.last_tool, tokens=reader.tokens())
+        elif reader is not None:
+            record["output_bytes"] = reader.output_bytes
+        return record
+
+
 class Progress:
     """The loop's progress lines on stderr, each `[HH:MM:SS] message` in local time, and
     what is under way (SPEC 14): a status line on a terminal that can erase a line,
@@ -4980,7 +5043,7 @@ class Progress:
         # `ticking`: something else wants the tick too (the run's live activity file).
         wanted = self.live or self.heartbeat or ticking
         self.ticker = Ticker(STATUS_LINE_SECONDS, self._tick) if wanted else None
-        self.describe: Optional[Callable[[], Tuple[str, str]]] = None
+        self.activity: Optional[Activity] = None
         self.on_tick: Optional[Callable[[], None]] = None  # the run's live activity file
         self.last_line, self.drawn = time.monotonic(), False
         # Reentrant: a warning from the outlet (its reader stopped) may come while a line
@@ -5025,14 +5088,14 @@ class Progress:
 
     # -- the activity under way -------------------------------------------------------------
 
-    def begin(self, describe: Callable[[], Tuple[str, str]]) -> Optional[Ticker]:
-        """A step starts (the agent, a gate, git, a wait); describe() says what it does,
-        as (status line, heartbeat line). Returns the ticker whoever waits must fire."""
-        self.describe = describe
+    def begin(self, activity: Activity) -> Optional[Ticker]:
+        """A step starts (the agent, a gate, git, a wait). Returns the ticker whoever
+        waits must fire."""
+        self.activity = activity
         return self.ticker
 
     def end(self) -> None:
-        self.describe = None
+        self.activity = None
         with self.lock:
             if self.drawn:
                 self.err.write(ERASE_LINE.encode())
@@ -5041,9 +5104,9 @@ class Progress:
     def _tick(self) -> None:
         if self.on_tick is not None:
             self.on_tick()
-        if self.describe is None:
+        if self.activity is None:
             return
-        status, beat = self.describe()
+        status, beat = self.activity.lines()
         if self.live:
             text = _fit(status, _terminal_width(self.err.fd) - 1)
             with self.lock:
@@ -5187,12 +5250,10 @@ class _Run:
         self.log_sink = log.write if log is not None else None
         self.agent_env = _agent_env(plan, self.agent)
         self.during: Optional[int] = None   # the iteration under way (for "interrupted during")
-        # What is under way, for the live activity file `status` reads: the agent's
-        # reader, or another step as (kind, detail, since) for activity_words.
-        self.reading: Any = None
-        self.step: Optional[Tuple[str, str, float]] = None
-        self.live_written: Optional[dict] = None
-        progress.on_tick = self.write_live if log is not None else None
+        if log is not None:  # what is under way, for `status` in another terminal
+            progress.on_tick = lambda: log.write_live(dict(
+                pid=os.getpid(), iteration=self.during,
+                **(progress.activity.record() if progress.activity else {})))
         self.cost_unknown_said, self.markers = False, signal_markers(plan.signals)
         self.fragment_names = _fragment_names(plan)  # for the logs: the same every iteration
         # How commits name this run: its session, else the run's mark (--no-log).
@@ -5263,13 +5324,7 @@ class _Run:
 
     def step_under_way(self, what: str) -> Optional[Ticker]:
         """A gate or git step begins: `verify: make test · 12s` on the status line."""
-        started = time.monotonic()
-        self.step = (what, "", started)
-
-        def describe() -> Tuple[str, str]:
-            spent = format_duration(time.monotonic() - started)
-            return "%s · %s" % (what, spent), "%s still running (%s)" % (what, spent)
-        return self.progress.begin(describe)
+        return self.progress.begin(Activity("step", what))
 
     def notify(self, event: str, status: str, reason: str, iteration: Optional[int],
                exit_code: str = "") -> None:
@@ -5294,7 +5349,6 @@ class _Run:
 
     def end_step(self) -> None:
         self.progress.end()
-        self.reading = self.step = None
 
     def checkpoint(self) -> None:
         """Stop at once when a signal has arrived: nothing new is started after it."""
@@ -5304,13 +5358,7 @@ class _Run:
     def wait(self, seconds: float, what: str) -> None:
         """Wait (a delay, a limit, an outage): `what · 2m13s left` counting down on the
         terminal, heartbeats off it; cut short by a signal."""
-        deadline = time.monotonic() + seconds
-        self.step = ("wait", what, deadline)
-
-        def describe() -> Tuple[str, str]:
-            left = format_duration(max(deadline - time.monotonic(), 0))
-            return "%s · %s left" % (what, left), "%s%s: %s left" % (what[0].upper(), what[1:], left)
-        ticker = self.progress.begin(describe)
+        ticker = self.progress.begin(Activity("wait", what, time.monotonic() + seconds))
         try:
             self.guard.wait(seconds, ticker)
         finally:
@@ -5410,7 +5458,7 @@ class _Run:
             log.iteration_start(number, plan.procedure, prompt, self.fragment_names)
         return attempt
 
-    def reader(self, prompt: str) -> Any:
+    def reader(self, prompt: str) -> Reader:
         """How this iteration's output is read: as text, or as events of the format."""
         def scanner() -> SignalScanner:
             return SignalScanner({SIGNAL_SUCCESS: self.plan.signals["success"],
@@ -5441,8 +5489,7 @@ class _Run:
             # spend far past it (SPEC 16). At least a cent: Claude refuses 0.00.
             left = max(plan.max_cost - self.state.usage.get("cost_usd", 0), 0)
             argv += [cli.budget_flag, "%.2f" % (max(int(round(left * 100, 6)), 1) / 100)]
-        ticker = self.progress.begin(lambda: self.agent_activity(label, started, reader))
-        self.reading = reader
+        ticker = self.progress.begin(Activity("agent", since=started, reader=reader, label=label))
         try:
             attempt.result = result = run_agent(
                 argv, attempt.prompt, env=env, cwd=plan.cwd, on_stdout=reader.on_stdout,
@@ -5665,38 +5712,6 @@ class _Run:
         self.wait(wait, what)
         state.waiting_for = None
         return True
-
-    def agent_activity(self, label: str, started: float, reader: Any) -> Tuple[str, str]:
-        """What the agent is doing, as (status line, heartbeat line): `iteration 3/10 ·
-        2m13s · 14 tool calls · → Bash: pytest -q · 12s`."""
-        now = time.monotonic()
-        structured = reader.structured and reader.events
-        figures = [format_duration(now - started), plural(reader.tool_calls, "tool call") if structured
-                   else "%s output" % format_bytes(reader.output_bytes)]
-        doing = reader.activity()
-        what = [activity_words(doing[0], doing[1], now - doing[2])] if doing else []
-        last = reader.last_tool if structured else ""
-        beat = figures + what + (["last: → " + last] if last and (not doing or doing[0] != "tool") else [])
-        return (" · ".join(["iteration " + label] + figures + what),
-                "Iteration %s still running (%s)" % (label, ", ".join(beat)))
-
-    def write_live(self) -> None:
-        """The live activity file beside the session's (SPEC 14): what is under way, for
-        `status` in another terminal, rewritten (once a second at most) when it changes."""
-        assert self.log is not None
-        reader, doing = self.reading, self.step
-        if reader is not None:
-            doing = reader.activity()
-        record: Dict[str, Any] = {"pid": os.getpid(), "iteration": self.during}
-        if doing is not None:
-            record["activity"] = [doing[0], doing[1], round(time.time() - time.monotonic() + doing[2], 3)]
-        if reader is not None and reader.structured and reader.events:
-            record.update(tool_calls=reader.tool_calls, last_tool=reader.last_tool, tokens=reader.tokens())
-        elif reader is not None:
-            record["output_bytes"] = reader.output_bytes
-        if record != self.live_written:
-            self.live_written = record
-            self.log.write_live(record)
 
     def detect_stuck(self, attempt: _Attempt) -> bool:
         """The stuck detectors of SPEC 6, after the outcome; True when one fires."""

@@ -177,8 +177,8 @@ def test_a_fragment_that_disappears_mid_run(workspace, agent):
 
 BAD_INPUTS = [
     (["build", "-c", "@."], 2, "rooda: error: context file is a directory, not a file: "),
-    (["build", "--ai-cmd", ""], 2, "the agent command from --ai-cmd is empty"),
-    (["build", "--ai-cmd", "  "], 2, "the agent command from --ai-cmd is empty"),
+    (["build", "--ai-cmd", ""], 2, "--ai-cmd must be a non-empty command string"),
+    (["build", "--ai-cmd", "  "], 2, "--ai-cmd must be a non-empty command string"),
     (["build", "--config", "."], 2, ".: config path is a directory, not a file"),
     (["build", "--config", "missing.json"], 2, "missing.json: config file not found"),
     (["build", "--max-time", "nan"], 2, "--max-time must be a number > 0, not 'nan'"),
