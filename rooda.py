@@ -4029,6 +4029,50 @@ def _usage_log_lines(usage: Mapping[str, Any]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+class Activity:
+    """What is under way (SPEC 14), the one owner of its words whatever shows them: the
+    status line, the heartbeat and the live file `status` reads. A step (a gate or git:
+    kind `step`; a wait: kind `wait`, its `since` the wait's end) or, with `reader`, the
+    agent of iteration `label`, whose reader says what it does."""
+
+    def __init__(self, kind: str, detail: str = "", since: Optional[float] = None,
+                 reader: Optional[Reader] = None, label: str = "") -> None:
+        self.kind, self.detail, self.reader, self.label = kind, detail, reader, label
+        self.since = time.monotonic() if since is None else since
+
+    def doing(self) -> Optional[Tuple[str, str, float]]:
+        return self.reader.activity() if self.reader is not None else (self.kind, self.detail, self.since)
+
+    def lines(self) -> Tuple[str, str]:
+        """(status line, heartbeat line): `iteration 3/10 · 2m13s · 14 tool calls · → Bash:
+        pytest -q · 12s`, `verify: make test · 12s`, `usage limit (five_hour) · 2h left`."""
+        now, reader, doing = time.monotonic(), self.reader, self.doing()
+        what = [activity_words(doing[0], doing[1], now - doing[2])] if doing else []
+        if reader is None:
+            spent = format_duration(abs(now - self.since))
+            return what[0], ("%s%s: %s left" % (self.detail[0].upper(), self.detail[1:], spent)
+                             if self.kind == "wait" else "%s still running (%s)" % (self.detail, spent))
+        figures = [format_duration(now - self.since), plural(reader.tool_calls, "tool call") if reader.events
+                   else "%s output" % format_bytes(reader.output_bytes)]
+        last = reader.last_tool if reader.events and (not doing or doing[0] != "tool") else ""
+        return (" · ".join(["iteration " + self.label] + figures + what),
+                "Iteration %s still running (%s)" % (self.label, ", ".join(
+                    figures + what + (["last: → " + last] if last else []))))
+
+    def record(self) -> Dict[str, Any]:
+        """The live file's fields: the activity with its wall-clock moment, and the agent's
+        figures so far."""
+        doing, reader = self.doing(), self.reader
+        record: Dict[str, Any] = {}
+        if doing is not None:
+            record["activity"] = [doing[0], doing[1], round(time.time() - time.monotonic() + doing[2], 3)]
+        if reader is not None and reader.events:
+            record.update(tool_calls=reader.tool_calls, last_tool=reader.last_tool, tokens=reader.tokens())
+        elif reader is not None:
+            record["output_bytes"] = reader.output_bytes
+        return record
+
+
 # ==== 11. Outcomes and causes =========================================
 # Why an iteration ended and what the run does next (SPEC 5, 13, 15): the outcome and
 # the one cause of an iteration that did not succeed, the provider's part in it (bad
@@ -4300,7 +4344,417 @@ STOPS = {
 }
 
 
-# ==== 12. Gates and git ===============================================
+# ==== 12. Session files ===============================================
+# A session's files (SPEC 8), named, written and read here alone: `.log` for people,
+# `.jsonl` for programs and, with a structured format, `-agent.jsonl`, the agent's raw
+# lines; opened with O_APPEND and written with one os.write per piece, so each event is
+# on disk as it happens and a .jsonl line is whole or absent. A failed write is one
+# warning, then logging stops and the loop goes on. The reader (`status`, `resume`)
+# takes a session back from its events, skipping what does not parse.
+
+RULE, THIN_RULE = "=" * 80, "-" * 80
+
+
+class SessionFiles:
+    """The names of one session's files (SPEC 8), the only place they are made or taken
+    apart: `<base>.log` for people, `<base>.jsonl` for programs, `<base>-agent.jsonl` the
+    agent's raw lines, `<base>-live.json` what it does now; the base is
+    `session-<stamp>`, `-2`, `-3` ... for a second run in the same second."""
+
+    BASE = r"session-(\d{8}-\d{6})(?:-\d+)?"
+    GLOB = "session-[0-9]*"     # the git pathspec that keeps them out of commits
+    SUFFIXES = (".log", ".jsonl", "-agent.jsonl", "-live.json")
+
+    def __init__(self, directory: str, base: str) -> None:
+        self.directory, self.base = directory, base
+        path = os.path.join(directory, base)
+        self.log, self.jsonl, self.agent, self.live = (path + suffix for suffix in self.SUFFIXES)
+
+    @classmethod
+    def of(cls, path: str) -> Optional[SessionFiles]:
+        """The session a path names: one of its files, or its base; None if none."""
+        directory, name = os.path.split(path)
+        found = re.match(r"(%s)(%s)?$" % (cls.BASE, "|".join(map(re.escape, cls.SUFFIXES))), name)
+        return cls(directory, found.group(1)) if found else None
+
+
+class SessionLog:
+    """The session files of one run; every method writes at once."""
+
+    def __init__(self, directory: str, shown_directory: str, agent_stream: bool = False,
+                 resume: Optional[str] = None) -> None:
+        """New files, named by the time; or, with `resume` (a session's base name), that
+        session's own files, appended to."""
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise RoodaError("cannot create the log directory %s: %s; choose another with"
+                             " --log-dir, or run with --no-log" % (shown_directory, exc.strerror)) from None
+        stamp = resume or time.strftime("session-%Y%m%d-%H%M%S")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | \
+            (0 if resume else os.O_EXCL)
+        self.warn: Optional[Callable[[str], None]] = None  # set by the loop: one warning
+        self.problem: Optional[str] = None                 # why logging stopped
+        for attempt in range(1, 1000):
+            base = stamp if attempt == 1 else "%s-%d" % (stamp, attempt)
+            names = [base + suffix for suffix in SessionFiles.SUFFIXES[:3 if agent_stream else 2]]
+            opened: List[int] = []
+            try:
+                for name in names:
+                    opened.append(os.open(os.path.join(directory, name), flags, 0o600))
+            except FileExistsError:
+                for fd, name in zip(opened, names):
+                    os.close(fd)
+                    os.unlink(os.path.join(directory, name))
+                continue
+            except OSError as exc:
+                raise RoodaError("cannot write session logs in %s: %s; choose another directory"
+                                 " with --log-dir, or run with --no-log"
+                                 % (shown_directory, exc.strerror)) from None
+            self.log_fd, self.jsonl_fd = opened[0], opened[1]
+            self.jsonl_size = os.fstat(self.jsonl_fd).st_size
+            self.agent_fd: Optional[int] = opened[2] if agent_stream else None
+            self.files = SessionFiles(directory, base)
+            self.path = self.files.log
+            self.live: Optional[Dict[str, Any]] = None  # what the live file holds
+            self.shown = os.path.join(shown_directory, names[0])
+            return
+        raise RoodaError("cannot find a free session log name in %s" % shown_directory)
+
+    def _failed(self, exc: OSError) -> None:
+        self.problem = exc.strerror or str(exc)
+        if self.warn is not None:
+            self.warn("cannot write the session log (%s); logging stops here, the loop goes on"
+                      % self.problem)
+
+    def _write_all(self, fd: Optional[int], data: bytes) -> None:
+        if self.problem is not None or fd is None:
+            return
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as exc:
+            self._failed(exc)
+
+    def write(self, data: bytes) -> None:
+        """Output for the .log (the agent's as it comes, rendered for people)."""
+        self._write_all(self.log_fd, data)
+
+    def write_agent_stream(self, data: bytes) -> None:
+        """The agent's raw structured lines, as they came."""
+        self._write_all(self.agent_fd, data)
+
+    def write_live(self, record: Dict[str, Any]) -> None:
+        """What the run is doing now, beside its .jsonl (not in it: the .jsonl stays the
+        events of SPEC 8), replaced whole so that a reader never sees half of it; only
+        when it changed (the ticker calls this once a second)."""
+        if self.problem is None and record != self.live:
+            self.live = record
+            with _suppress(OSError):  # (best effort: `status` then shows the events alone)
+                with open(self.files.live + ".tmp", "w") as stream:
+                    json.dump(record, stream)
+                os.replace(self.files.live + ".tmp", self.files.live)
+
+    def text(self, text: str) -> None:
+        self.write(text.encode("utf-8", "replace"))
+
+    def event(self, name: str, **fields: object) -> None:
+        """One .jsonl line, whole or not at all: a short write (a full disk) is cut back."""
+        if self.problem is not None:
+            return
+        record: Dict[str, object] = {"event": name, "time": iso_time()}
+        record.update(fields)
+        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8", "replace")
+        try:
+            written = os.write(self.jsonl_fd, line)
+            if written != len(line):
+                os.ftruncate(self.jsonl_fd, self.jsonl_size)
+                raise OSError(28, "No space left on device (a line was cut short)")
+            self.jsonl_size += written
+        except OSError as exc:
+            self._failed(exc)
+
+    # -- the shapes: seed 002's .log for people, SPEC 8's events for programs ------------
+
+    def session_start(self, plan: "RunPlan", agent: "AgentCommand", started_wall: float,
+                      resumed: Optional[Dict[str, Any]] = None) -> None:
+        """The session's header and its session_start event -- or, resumed, its
+        session_resume event with what the session carries over (SPEC 16)."""
+        cap = plan.max_iterations
+        self.text("%s\nROODA SESSION%s\n%s\nVersion: %s\nProcedure: %s\nAgent: %s\nOutput Format: %s\n"
+                  "Max Iterations: %s\nFailure Threshold: %d\nWorking Directory: %s\nStart Time: %s\n%s\n\n"
+                  % (RULE, " RESUMED" if resumed else "", RULE, __version__, plan.procedure, agent.display(),
+                     agent.format, "unlimited" if cap is None else cap, plan.failure_threshold, plan.cwd,
+                     local_time(started_wall), RULE))
+        if resumed:
+            self.event("session_resume", pid=os.getpid(), argv=plan.argv, iterations=resumed["finished"],
+                       seconds=round(resumed["seconds"], 3), usage=resumed["usage"] or None)
+        else:
+            self.event("session_start", version=__version__, procedure=plan.procedure, agent=list(agent.argv),
+                       max_iterations=cap, failure_threshold=plan.failure_threshold, cwd=plan.cwd,
+                       pid=os.getpid(), log=self.path, argv=plan.argv)
+
+    def iteration_start(self, number: int, procedure: str, prompt: str, fragments: List[str]) -> None:
+        import hashlib
+        data = prompt.encode("utf-8")
+        self.text("%s\nITERATION %d\n%s\nProcedure: %s\nStart Time: %s\n%s\n" % (
+            RULE, number, RULE, procedure, local_time(), THIN_RULE))
+        self.event("iteration_start", iteration=number, prompt_sha256=hashlib.sha256(data).hexdigest(),
+                   prompt_bytes=len(data), fragments=fragments)
+
+    def iteration_end(self, **fields: Any) -> None:
+        """The iteration's footer and its iteration_end event, from the event's fields."""
+        reason = fields["reason"]
+        self.text("\n%s\nITERATION %d COMPLETE\nEnd Time: %s\nDuration: %s\n%sExit Code: %d\n"
+                  "Outcome: %s\n%s%s\n\n" % (
+                      THIN_RULE, fields["iteration"], local_time(), format_duration(fields["seconds"]),
+                      _usage_log_lines(fields["usage"] or {}), fields["exit_code"], fields["outcome"],
+                      "Cause: %s\nReason: %s\n" % (fields["cause"], reason) if reason else "", RULE))
+        self.event("iteration_end", **fields)
+
+    def gate_start(self, gate: str, command: str) -> None:
+        self.text("--- %s: %s ---\n" % (gate, command))
+
+    def gate_end(self, gate: str, command: str, exit_code: int, seconds: float) -> None:
+        self.text("--- %s exited %d after %s ---\n" % (gate, exit_code, format_duration(seconds)))
+        self.event("gate", gate=gate, command=command, exit_code=exit_code, seconds=round(seconds, 3))
+
+    def session_end(self, state: "LoopState", summary: str) -> None:
+        cost = state.usage.get("cost_usd")
+        self.text("%s\nSESSION SUMMARY\n%s\nTotal Iterations: %d\nSuccessful: %d\nFailed: %d\n"
+                  "Total Duration: %s\n%sExit Reason: %s\nExit Code: %d\n%s\n" % (
+                      RULE, RULE, state.finished, state.finished - state.failures, state.failures,
+                      format_duration(state.elapsed()), "Total Cost: $%.4f\n" % cost if cost is not None
+                      else "", summary, state.exit_code(), RULE))
+        self.event("session_end", status=state.status, reason=state.reason, iterations=state.finished,
+                   succeeded=state.finished - state.failures, failed=state.failures,
+                   seconds=round(state.elapsed(), 3), exit_code=state.exit_code(), usage=state.usage_totals())
+        with _suppress(OSError):
+            os.unlink(self.files.live)  # ended: session_end says the rest
+
+    def close(self) -> None:
+        for fd in (self.log_fd, self.jsonl_fd, self.agent_fd):
+            if fd is not None:
+                with _suppress(OSError):
+                    os.close(fd)
+
+    def where(self) -> str:
+        """The closing `Log:` line's words: the path, and what went wrong with it."""
+        if self.problem is not None:
+            return "%s (incomplete: %s)" % (self.shown, self.problem)
+        if not os.path.exists(self.path):
+            return "%s (removed during the run)" % self.shown
+        return self.shown
+
+
+QUIET, NORMAL, VERBOSE = 0, 1, 2
+OUTLET_BUFFER_BYTES = 8 << 20  # output held for a reader that is not reading, then dropped
+# At the end of a run, how long a stalled reader is waited for before it is given up.
+OUTLET_STALL_SECONDS = 2.0
+STATUS_LINE_SECONDS = 1.0  # between redraws of the status line
+LONG_GATE_SECONDS = 10.0  # a gate that runs longer is announced when it ends, passed or not
+ERASE_LINE = "\r\033[K"  # back to the start of the line, and erase it
+
+
+# What `status` says of a session: its rooda runs, is stopped (Ctrl+Z), ended (it wrote
+# session_end), or died (its pid is gone or a zombie, and no session_end: SIGKILL, a
+# crash, a power cut).
+RUN_RUNNING, RUN_STOPPED, RUN_ENDED, RUN_DIED = "running", "stopped", "ended", "died"
+# Of a session, `status --all` reads the first line and what its last bytes hold.
+STATUS_TAIL_BYTES = 65536
+
+
+def _process_state(pid: object, started: Optional[float]) -> Optional[str]:
+    """The state letter of the rooda that wrote a session (R, S, T for stopped, Z for a
+    zombie), "?" where it cannot be read, or None when that process is gone -- a pid
+    reused by a process that started after the session is not it."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        pass  # alive, and another user's
+    except (OverflowError, OSError):
+        return None
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as stream:
+            fields = stream.read().rsplit(b")", 1)[1].split()
+        with open("/proc/stat", "rb") as stream:
+            boot = int(next(line for line in stream if line.startswith(b"btime")).split()[1])
+    except (OSError, ValueError, IndexError, StopIteration):
+        return "?"  # no /proc (macOS): alive is all that is known
+    if started is not None and boot + int(fields[19]) / os.sysconf("SC_CLK_TCK") > started + 2:
+        return None
+    return fields[0].decode()
+
+
+def _read_session(path: str, whole: bool) -> Tuple[List[bytes], bool]:
+    """A session's lines -- all of them, or its first line and what its last
+    STATUS_TAIL_BYTES hold -- and whether that is the whole file."""
+    with open(path, "rb") as stream:
+        first = stream.readline()
+        start = stream.tell()
+        size = os.fstat(stream.fileno()).st_size
+        if not whole and size - start > STATUS_TAIL_BYTES:
+            stream.seek(size - STATUS_TAIL_BYTES)
+            tail = stream.read().rstrip(b"\n").split(b"\n")[1:]  # (the first is cut)
+            # An ended session says in its session_end all that `status --all` shows.
+            ended = tail and tail[-1].startswith(b'{"event": "session_end"')
+            return [first] + (tail[-1:] if ended else tail), False
+        return [first] + stream.read().split(b"\n"), True
+
+
+def _last_seen(files: SessionFiles, last_event: float) -> float:
+    """When a session that died last showed life: its last event, or the last write to its
+    .log (the agent's output) or live activity file, whichever came later."""
+    seen = [last_event]
+    for path in (files.log, files.live):
+        with _suppress(OSError):
+            seen.append(os.stat(path).st_mtime)
+    return max(seen)
+
+
+def _live_activity(files: SessionFiles, now: float) -> Dict[str, Any]:
+    """What a running session's agent is doing now, from its live activity file."""
+    try:
+        with open(files.live) as stream:
+            live = _mapping(json.load(stream))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    doing = _list(live.get("activity"))
+    found: Dict[str, Any] = {}
+    if len(doing) == 3 and _number(doing[2]) is not None:
+        found["activity"] = activity_words(str(doing[0]), str(doing[1]), now - doing[2])
+    elif _number(live.get("output_bytes")) is not None:
+        found["activity"] = "%s output" % format_bytes(live["output_bytes"])
+    for key in ("tool_calls", "tokens"):
+        if _number(live.get(key)) is not None:
+            found[key] = int(live[key])
+    if live.get("last_tool") and not str(found.get("activity", "")).startswith("→"):
+        found["activity"] = "%s (last: → %s)" % (found.get("activity") or "", live["last_tool"])
+    return found
+
+
+def summarize_session(path: str, now: Optional[float] = None, whole: bool = True) -> Dict[str, Any]:
+    """One session's state from its .jsonl (and live activity file): running, stopped,
+    ended or died, how far, why it ended, what it cost. A line that does not parse or
+    has not the shape rooda writes is skipped and counted, never a traceback."""
+    now = time.time() if now is None else now
+    files = SessionFiles.of(path) or SessionFiles(*os.path.split(path))
+    summary: Dict[str, Any] = {
+        "session": path, "procedure": None, "state": None, "status": None, "exit_code": None,
+        "reason": None, "pid": None, "started": None, "iteration": None, "max_iterations": None,
+        "iterations": 0, "successes": 0, "failures": 0, "limited": 0, "unavailable": 0,
+        "elapsed_seconds": None, "usage": None, "last_event": None, "last_event_time": None,
+        "waiting_until": None, "waiting_for": None, "activity": None, "tool_calls": None, "tokens": None,
+        "consecutive_failures": 0 if whole else None, "argv": None, "cwd": None, "skipped_lines": 0}
+    lines, read_whole = _read_session(path, whole)
+    usage: Dict[str, Any] = {}
+    begun = last_at = None  # when the session's latest run (its start, or its resume) began
+    carried, ended = 0.0, None
+    for raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            event = json.loads(raw, parse_float=_finite, parse_constant=_finite,
+                               parse_int=lambda text: _finite(text, int))
+            name, moment = event["event"], parse_iso_time(event["time"])
+            if not isinstance(name, str) or moment is None:
+                raise ValueError(name)
+            wait = _number(event.get("wait_seconds"))
+            until = iso_time(moment + wait) if name == "limit" and wait else None
+        except (ValueError, KeyError, TypeError, RecursionError, OverflowError):
+            summary["skipped_lines"] += 1
+            continue
+        summary["last_event"], summary["last_event_time"], last_at = name, event["time"], moment
+        summary["waiting_until"], summary["waiting_for"] = until, event.get("kind") if until else None
+        if name == "session_start":
+            cap, argv, cwd = event.get("max_iterations"), event.get("argv"), event.get("cwd")
+            summary.update(procedure=str(event.get("procedure")), started=event["time"],
+                           max_iterations=cap if isinstance(cap, int) else None,
+                           argv=argv if isinstance(argv, list) else None,
+                           cwd=cwd if isinstance(cwd, str) else None)
+        if name in ("session_start", "session_resume"):
+            pid, ended = event.get("pid"), None
+            summary["pid"] = pid if isinstance(pid, int) else None
+            begun, carried = moment, _number(event.get("seconds")) or 0.0  # (what a resume carries)
+        elif name == "iteration_start" and isinstance(event.get("iteration"), int):
+            summary["iteration"] = event["iteration"]
+        elif name == "iteration_end":
+            outcome, number = event.get("outcome"), event.get("iteration")
+            if outcome in (LIMITED, UNAVAILABLE):
+                summary[outcome] += 1
+            elif outcome in (SUCCESS, COMPLETED):
+                summary["successes"] += 1
+            elif outcome in FAILING_OUTCOMES:
+                summary["failures"] += 1
+                summary["reason"] = event.get("reason")  # the last failure's, until the end's
+            if outcome not in (LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED):  # (the tail: its number)
+                summary["iterations"] = number if isinstance(number, int) and not read_whole else \
+                    summary["iterations"] + 1
+                consecutive = event.get("consecutive_failures")
+                summary["consecutive_failures"] = consecutive if isinstance(consecutive, int) else 0
+            add_usage(usage, _mapping(event.get("usage")))
+        elif name == "session_end":
+            ended = event
+    if not read_whole:  # only what the tail holds: the counts from session_end, else unknown
+        summary.update(successes=None, failures=None, limited=None, unavailable=None)
+        usage = {}
+    if ended is not None:
+        summary.update(state=RUN_ENDED, status=ended.get("status"), exit_code=ended.get("exit_code"),
+                       reason=ended.get("reason") or summary["reason"],
+                       elapsed_seconds=_number(ended.get("seconds")))
+        for key, field in (("iterations", "iterations"), ("successes", "succeeded"), ("failures", "failed")):
+            if isinstance(ended.get(field), int):
+                summary[key] = ended[field]
+        usage = _mapping(ended.get("usage")) or usage
+    else:
+        process = _process_state(summary["pid"], begun)
+        alive = process not in (None, "Z", "X")
+        summary["state"] = RUN_STOPPED if process in ("T", "t") else RUN_RUNNING if alive else RUN_DIED
+        if begun is not None:  # a run that died lasted until its last sign of life
+            lasted_until = now if alive else _last_seen(files, last_at or begun)
+            summary["elapsed_seconds"] = round(carried + lasted_until - begun, 3)
+        if alive:
+            summary.update(_live_activity(files, now))
+    summary["usage"] = {name: usage.get(name) for name in USAGE_FIELDS} if usage else None
+    return summary
+
+
+def find_sessions(directory: str, shown: str, named: Optional[str] = None) -> List[str]:
+    """The .jsonl of the session named -- a path to one of its files, a file name, or its
+    stamp (`20261124-120000`, a `-2` suffix included) -- or else every session of
+    `directory`, newest first by start time (whatever time zone wrote their names). Only
+    regular files count (a FIFO named like one would hang the reader)."""
+    if named is not None:
+        for candidate in (named, os.path.join(directory, named), os.path.join(directory, "session-" + named)):
+            files = SessionFiles.of(candidate)
+            if files is not None and os.path.isfile(files.jsonl):
+                return [files.jsonl]
+        raise RoodaError("no such session: %s (in %s)" % (named, shown))
+    if not os.path.isdir(directory):
+        raise RoodaError("no log directory at %s (no run has written logs there; --log-dir DIR names"
+                         " another)" % shown)
+
+    def started(path: str) -> Tuple[float, str]:
+        try:
+            with open(path, "rb") as stream:
+                return parse_iso_time(_mapping(json.loads(stream.readline())).get("time")) or 0.0, path
+        except (OSError, ValueError, RecursionError):
+            return 0.0, path
+    try:
+        sessions = [os.path.join(directory, name) for name in os.listdir(directory)]
+    except OSError as exc:
+        raise RoodaError("cannot read the log directory %s: %s" % (shown, exc.strerror)) from None
+    sessions = sorted((path for path in sessions if path.endswith(".jsonl") and os.path.isfile(path)
+                       and getattr(SessionFiles.of(path), "jsonl", None) == path), key=started, reverse=True)
+    if not sessions:
+        raise RoodaError("no session logs in %s" % shown)
+    return sessions
+
+
+# ==== 13. Gates and git ===============================================
 # The opt-in gates of the Ralph variants (SPEC 6): verify (a quality gate after each
 # iteration), done_when (a queue check before each), requires (paths), stuck detection
 # (same error, no change) and git (commit, push). Gate and git commands run like the
@@ -4318,10 +4772,10 @@ GIT_IDENTITY_HINT = "set it with: git config user.name 'Your Name' and git confi
 
 
 class Gates(Record):
-    """A run's gate settings (all optional)."""
+    """What a run's gates need beyond the flat settings (verify, done_when, gate_timeout
+    are read as plan.<key>): the procedure's `requires`, and the `stuck` and `git`
+    mappings read once, with their defaults."""
 
-    verify: Optional[str]
-    done_when: Optional[str]
     requires: List[str]
     requires_hint: Optional[str]
     same_error: Optional[int]
@@ -4329,7 +4783,6 @@ class Gates(Record):
     commit: bool
     push: bool
     message: Optional[str]
-    timeout: float
 
     def need_git(self) -> bool:
         return bool(self.commit or self.push or self.no_change)
@@ -4513,10 +4966,11 @@ def session_log_pathspecs(repo: GitRepository, log_dir: Optional[str]) -> List[s
         return []
     escaped = re.sub(r"([*?\[\\])", r"\\\1", relative.replace(os.sep, "/"))
     prefix = "" if relative == "." else escaped + "/"
-    return [":(top,glob)%ssession-[0-9]*%s" % (prefix, suffix) for suffix in (".log", ".jsonl", ".json")]
+    return [":(top,glob)%s%s.%s" % (prefix, SessionFiles.GLOB, suffix)
+            for suffix in sorted({name.rsplit(".", 1)[1] for name in SessionFiles.SUFFIXES})]
 
 
-def stage_everything(run_git: "Callable[..., GitResult]", repo: GitRepository, log_dir: Optional[str],
+def stage_everything(run_git: Callable[..., GitResult], repo: GitRepository, log_dir: Optional[str],
                      env: Optional[Dict[str, str]] = None) -> Optional[str]:
     """`git add -A`, then rooda's session logs taken out of the index again (adding them
     with an exclude pathspec fails when the log directory is git-ignored, the layout
@@ -4532,7 +4986,7 @@ def stage_everything(run_git: "Callable[..., GitResult]", repo: GitRepository, l
     return None
 
 
-def worktree_fingerprint(run_git: "Callable[..., GitResult]", repo: GitRepository, log_dir: Optional[str]
+def worktree_fingerprint(run_git: Callable[..., GitResult], repo: GitRepository, log_dir: Optional[str]
                          ) -> Tuple[Optional[str], Optional[str]]:
     """(fingerprint, None) of HEAD and the whole work tree, untracked files included and
     rooda's logs left out -- a tree hash built in a scratch copy of the index -- or
@@ -4562,7 +5016,7 @@ def worktree_fingerprint(run_git: "Callable[..., GitResult]", repo: GitRepositor
             os.unlink(scratch)
 
 
-def untracked_files(run_git: "Callable[..., GitResult]", repo: Optional[GitRepository],
+def untracked_files(run_git: Callable[..., GitResult], repo: Optional[GitRepository],
                     log_dir: Optional[str]) -> List[str]:
     """Untracked files that are not ignored, rooda's session files left out: what `git add
     -A` would sweep into the first commit (a `nohup.out`, a scratch file)."""
@@ -4571,11 +5025,11 @@ def untracked_files(run_git: "Callable[..., GitResult]", repo: Optional[GitRepos
     result = run_git(["ls-files", "--others", "--exclude-standard", "--full-name", "-z"])
     top = os.path.realpath(repo.top)
     logs = os.path.relpath(os.path.realpath(log_dir or top), top).replace(os.sep, "/")
-    own = re.compile(r"%ssession-\d" % ("" if logs == "." else re.escape(logs) + "/"))
+    own = re.compile(("" if logs == "." else re.escape(logs) + "/") + SessionFiles.BASE)
     return [name for name in result.out.split("\0") if name and not own.match(name)]
 
 
-def commit_and_push(run_git: "Callable[..., GitResult]", repo: GitRepository, gates: Gates,
+def commit_and_push(run_git: Callable[..., GitResult], repo: GitRepository, gates: Gates,
                     message: Sequence[str], log_dir: Optional[str]) -> Tuple[Optional[str], Dict[str, Any]]:
     """The git gate after a successful iteration: commit what `git add` really staged
     (not what `git status` shows: showUntrackedFiles=no and dirty submodules distort
@@ -4623,204 +5077,185 @@ def commit_and_push(run_git: "Callable[..., GitResult]", repo: GitRepository, ga
     return None, done
 
 
-def commit_identity(run_git: "Callable[..., GitResult]") -> Tuple[Optional[str], str]:
+def commit_identity(run_git: Callable[..., GitResult]) -> Tuple[Optional[str], str]:
     """Who git commits as here (`Name <email>`), or None and git's reason."""
     result = run_git(["var", "GIT_COMMITTER_IDENT"])
     return (result.out.rsplit(">", 1)[0] + ">", "") if result.exit_code == 0 else (None, result.message())
 
 
-# ==== 13. Reporting ===================================================
-# What a run tells people and programs. Session logs (SPEC 8): `.log` for people,
-# `.jsonl` for programs and, with a structured format, `-agent.jsonl`, the agent's raw
-# lines; opened with O_APPEND and written with one os.write per piece, so each event is
-# on disk as it happens and a .jsonl line is whole or absent. A failed write is one
-# warning, then logging stops and the loop goes on. On stderr (SPEC 5, 14): `[HH:MM:SS]`
-# progress lines, reason lines, and a status line on a terminal (redrawn once a second,
-# erased before any other line) or heartbeat lines off one -- all through an Outlet, a
-# writer thread per stream, so a reader that stops reading never blocks the loop.
+class GateRunner:
+    """The commands a run runs besides the agent -- its gates, git and `notify` -- each
+    under the run's guard and bounded, shown on the status line while it runs and
+    logged; and what the gates decide of an iteration (its commit message, stuck).
+    Without a guard, progress or log (doctor, the checks before a run) git runs plain."""
 
-RULE, THIN_RULE = "=" * 80, "-" * 80
+    def __init__(self, plan: RunPlan, guard: Optional[SignalGuard] = None,
+                 progress: Optional[Progress] = None, log: Optional[SessionLog] = None,
+                 out: Optional[Outlet] = None, err: Optional[Outlet] = None) -> None:
+        self.plan, self.guard, self.progress, self.log = plan, guard, progress, log
+        verbose = plan.verbosity >= VERBOSE
+        self.stdout_sink = out.write if verbose and out is not None else None
+        self.stderr_sink = err.write if verbose and err is not None else None
+        self.log_sink = log.write if log is not None else None
+        self.markers = signal_markers(plan.signals)
+        # How commits name this run: its session, else the run's mark (--no-log).
+        self.session = log.files.base if log is not None else os.environ.get("ROODA_RUN", "")
 
+    def step(self, what: str) -> Optional[Ticker]:
+        """A gate or git step begins: `verify: make test · 12s` on the status line."""
+        return self.progress.begin(Activity("step", what)) if self.progress is not None else None
 
-class SessionLog:
-    """The session files of one run; every method writes at once."""
+    def end_step(self) -> None:
+        if self.progress is not None:
+            self.progress.end()
 
-    def __init__(self, directory: str, shown_directory: str, agent_stream: bool = False,
-                 resume: Optional[str] = None) -> None:
-        """New files, named by the time; or, with `resume` (a session's base name), that
-        session's own files, appended to."""
+    def gate(self, gate: str, command: str) -> AgentResult:
+        """Run a gate, showing its output in verbose mode and logging it; announced when
+        it takes long or fails (SPEC 5 rev 2)."""
+        plan, progress = self.plan, self.progress
+        assert progress is not None
+        if self.log is not None:
+            self.log.gate_start(gate, command)
+        ticker = self.step("%s: %s" % (gate, _one_line(command, 60)))
         try:
-            os.makedirs(directory, exist_ok=True)
-        except OSError as exc:
-            raise RoodaError("cannot create the log directory %s: %s; choose another with"
-                             " --log-dir, or run with --no-log" % (shown_directory, exc.strerror)) from None
-        stamp = resume or time.strftime("session-%Y%m%d-%H%M%S")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | \
-            (0 if resume else os.O_EXCL)
-        self.warn: Optional[Callable[[str], None]] = None  # set by the loop: one warning
-        self.problem: Optional[str] = None                 # why logging stopped
-        for attempt in range(1, 1000):
-            base = stamp if attempt == 1 else "%s-%d" % (stamp, attempt)
-            suffixes = (".log", ".jsonl", "-agent.jsonl") if agent_stream else (".log", ".jsonl")
-            names = [base + suffix for suffix in suffixes]
-            opened: List[int] = []
-            try:
-                for name in names:
-                    opened.append(os.open(os.path.join(directory, name), flags, 0o600))
-            except FileExistsError:
-                for fd, name in zip(opened, names):
-                    os.close(fd)
-                    os.unlink(os.path.join(directory, name))
-                continue
-            except OSError as exc:
-                raise RoodaError("cannot write session logs in %s: %s; choose another directory"
-                                 " with --log-dir, or run with --no-log"
-                                 % (shown_directory, exc.strerror)) from None
-            self.log_fd, self.jsonl_fd = opened[0], opened[1]
-            self.jsonl_size = os.fstat(self.jsonl_fd).st_size
-            self.agent_fd: Optional[int] = opened[2] if agent_stream else None
-            self.path = os.path.join(directory, names[0])
-            self.live_path = os.path.join(directory, base + "-live.json")
-            self.live: Optional[Dict[str, Any]] = None  # what the live file holds
-            self.shown = os.path.join(shown_directory, names[0])
-            return
-        raise RoodaError("cannot find a free session log name in %s" % shown_directory)
+            result = run_gate(command, cwd=plan.cwd, guard=self.guard, ticker=ticker,
+                              limits=Limits(timeout=plan.gate_timeout, grace=plan.kill_grace),
+                              on_output=_tee(self.stdout_sink, self.log_sink),
+                              on_stderr=_tee(self.stderr_sink, self.log_sink))
+        finally:
+            self.end_step()
+        if self.log is not None:
+            self.log.gate_end(gate, command, result.exit_code, result.seconds)
+        if result.interrupted is not None:
+            raise Interrupted(result.interrupted)
+        if result.timed_out:
+            progress.warn("%s: `%s` did not finish within %s and was stopped"
+                          % (gate, command, format_budget(plan.gate_timeout)))
+        elif gate == GATE_VERIFY and result.exit_code != 0:
+            said = _last_line(result.output, ())
+            progress.info("%s: %s failed (exit %d) in %s%s" % (
+                gate, _one_line(command, 80), result.exit_code, format_duration(result.seconds),
+                ": " + said if said else ""))
+        elif result.seconds >= LONG_GATE_SECONDS:  # (a verify gate that got here passed)
+            verdict = "passed" if gate == GATE_VERIFY else "says done" if result.exit_code == 0 else \
+                "says not yet (exit %d)" % result.exit_code
+            progress.info("%s: %s %s in %s" % (
+                gate, _one_line(command, 80), verdict, format_duration(result.seconds)))
+        return result
 
-    def _failed(self, exc: OSError) -> None:
-        self.problem = exc.strerror or str(exc)
-        if self.warn is not None:
-            self.warn("cannot write the session log (%s); logging stops here, the loop goes on"
-                      % self.problem)
-
-    def _write_all(self, fd: Optional[int], data: bytes) -> None:
-        if self.problem is not None or fd is None:
-            return
+    def git(self, args: List[str], env: Optional[Dict[str, str]] = None) -> GitResult:
+        """A git command of the run, under its guard and gate_timeout. A commit or a push
+        (what runs hooks and changes something) is a gate, shown in verbose mode and
+        logged with its output; the plumbing around it (add, diff, ...) is logged only
+        when it fails, with git's output."""
+        plan, log = self.plan, self.log
+        record, shown = args[0] in ("commit", "push"), "git " + " ".join(args)
+        if record and log is not None:
+            log.gate_start(GATE_GIT, shown)
+        started = time.monotonic()
+        ticker = self.step("git: " + args[0])  # a slow hook keeps the line going
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        except OSError as exc:
-            self._failed(exc)
+            result = git(args, plan.cwd, timeout=plan.gate_timeout, env=env, guard=self.guard,
+                         kill_grace=plan.kill_grace, ticker=ticker,
+                         echo_out=_tee(self.stdout_sink, self.log_sink) if record else None,
+                         echo_err=_tee(self.stderr_sink, self.log_sink) if record else None)
+        finally:
+            self.end_step()
+        if record and log is not None:
+            log.gate_end(GATE_GIT, shown, result.exit_code, time.monotonic() - started)
+        elif result.exit_code != 0 and args[0] in ("add", "rm", "write-tree") and log is not None:
+            log.text("--- git: %s ---\n%s%s--- git exited %d ---\n" % (
+                shown, result.out, result.err, result.exit_code))
+        if result.interrupted is not None:
+            raise Interrupted(result.interrupted)
+        return result
 
-    def write(self, data: bytes) -> None:
-        """Output for the .log (the agent's as it comes, rendered for people)."""
-        self._write_all(self.log_fd, data)
+    def fingerprint(self) -> Optional[str]:
+        """The no_change fingerprint of the work tree; None, with a warning that quotes
+        git, when git failed (a failure is never "unchanged", SPEC 6)."""
+        assert self.plan.repo is not None and self.progress is not None
+        value, problem = worktree_fingerprint(self.git, self.plan.repo, self.plan.log_dir)
+        if problem:
+            self.progress.warn("stuck.no_change: %s; this iteration is not counted" % problem)
+        return value
 
-    def write_agent_stream(self, data: bytes) -> None:
-        """The agent's raw structured lines, as they came."""
-        self._write_all(self.agent_fd, data)
+    def commit_message(self, attempt: _Attempt) -> List[str]:
+        """The commit's subject from the template (SPEC 16: {procedure}, {iteration} and
+        {summary}, the first line of the agent's final message without its markers), and
+        the trailers that tell runs apart and say what the commit cost."""
+        plan, report = self.plan, attempt.report
+        assert report is not None
+        text = report.last_text
+        for marker in self.markers:
+            text = text.replace(marker, "")
+        summary = _one_line(text, 72) or "iteration %d" % attempt.number
+        subject = (plan.gates.message or DEFAULT_COMMIT_MESSAGE).replace("{procedure}", plan.procedure)
+        subject = subject.replace("{iteration}", str(attempt.number)).replace("{summary}", summary)
+        usage = ", ".join(describe_usage(report.usage or {}, brief=True)) or "not reported"
+        return [subject, "Rooda-Session: %s\nRooda-Iteration: %s\nRooda-Usage: %s" % (
+            self.session, attempt.label, usage)]
 
-    def write_live(self, record: Dict[str, Any]) -> None:
-        """What the run is doing now, beside its .jsonl (not in it: the .jsonl stays the
-        events of SPEC 8), replaced whole so that a reader never sees half of it; only
-        when it changed (the ticker calls this once a second)."""
-        if self.problem is None and record != self.live:
-            self.live = record
-            with _suppress(OSError):  # (best effort: `status` then shows the events alone)
-                with open(self.live_path + ".tmp", "w") as stream:
-                    json.dump(record, stream)
-                os.replace(self.live_path + ".tmp", self.live_path)
+    def commit(self, attempt: _Attempt) -> None:
+        """The git gate after a good iteration: commit (and push) the agent's work."""
+        plan = self.plan
+        assert plan.repo is not None
+        attempt.git_problem, attempt.commit = commit_and_push(
+            self.git, plan.repo, plan.gates, self.commit_message(attempt), plan.log_dir)
 
-    def text(self, text: str) -> None:
-        self.write(text.encode("utf-8", "replace"))
+    def stuck(self, state: LoopState, attempt: _Attempt) -> Optional[str]:
+        """The stuck detectors of SPEC 6, after the outcome: why the run is stuck, or None."""
+        gates, feedback = self.plan.gates, attempt.feedback
+        if gates.same_error:
+            # The same error is the same cause with the same evidence (SPEC 15): the
+            # verifier's output, else the reason -- three different explanations of a
+            # FAILURE are not the same error. A failure that printed nothing has no error to
+            # compare: it resets the count, so silent failures abort, not "stick".
+            verify = attempt.cause == CAUSE_VERIFY
+            evidence = feedback if verify else ("%s: %s" % attempt.reason).encode() if attempt.reason else b""
+            if attempt.outcome in FAILING_OUTCOMES and feedback.strip() and evidence.strip():
+                fingerprint = error_fingerprint(("%s\n" % attempt.cause).encode() + evidence)
+                state.same_error = state.same_error + 1 if fingerprint == state.fingerprint else 1
+                state.fingerprint = fingerprint
+            else:
+                state.same_error, state.fingerprint = 0, None
+            if state.same_error >= gates.same_error:
+                state.stuck_excerpt = error_excerpt(feedback) if verify else []
+                return "same error in %d consecutive failures" % state.same_error
+        if gates.no_change and attempt.tree_before is not None:
+            after = self.fingerprint()
+            if after is None:
+                return None  # git failed: said so, and not counted either way
+            state.unchanged = state.unchanged + 1 if after == attempt.tree_before else 0
+            if state.unchanged >= gates.no_change:
+                return "no change in %s" % plural(state.unchanged, "iteration")
+        return None
 
-    def event(self, name: str, **fields: object) -> None:
-        """One .jsonl line, whole or not at all: a short write (a full disk) is cut back."""
-        if self.problem is not None:
+    def notify(self, event: str, status: str, reason: str, iteration: Optional[int], state: LoopState,
+               exit_code: str = "") -> None:
+        """The `notify` command at an event of notify_on (SPEC 16), details in ROODA_*
+        variables; bounded (30 s, 5 s once a signal came: a second one ends it), its
+        failure one warning that changes nothing else."""
+        plan, log, cost = self.plan, self.log, state.usage.get("cost_usd")
+        if not plan.notify or event not in plan.notify_on:
             return
-        record: Dict[str, object] = {"event": name, "time": iso_time()}
-        record.update(fields)
-        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8", "replace")
-        try:
-            written = os.write(self.jsonl_fd, line)
-            if written != len(line):
-                os.ftruncate(self.jsonl_fd, self.jsonl_size)
-                raise OSError(28, "No space left on device (a line was cut short)")
-            self.jsonl_size += written
-        except OSError as exc:
-            self._failed(exc)
-
-    # -- the shapes: seed 002's .log for people, SPEC 8's events for programs ------------
-
-    def session_start(self, plan: "RunPlan", agent: "AgentCommand", started_wall: float,
-                      resumed: Optional[Dict[str, Any]] = None) -> None:
-        """The session's header and its session_start event -- or, resumed, its
-        session_resume event with what the session carries over (SPEC 16)."""
-        cap = plan.max_iterations
-        self.text("%s\nROODA SESSION%s\n%s\nVersion: %s\nProcedure: %s\nAgent: %s\nOutput Format: %s\n"
-                  "Max Iterations: %s\nFailure Threshold: %d\nWorking Directory: %s\nStart Time: %s\n%s\n\n"
-                  % (RULE, " RESUMED" if resumed else "", RULE, __version__, plan.procedure, agent.display(),
-                     agent.format, "unlimited" if cap is None else cap, plan.failure_threshold, plan.cwd,
-                     local_time(started_wall), RULE))
-        if resumed:
-            self.event("session_resume", pid=os.getpid(), argv=plan.argv, iterations=resumed["finished"],
-                       seconds=round(resumed["seconds"], 3), usage=resumed["usage"] or None)
-        else:
-            self.event("session_start", version=__version__, procedure=plan.procedure, agent=list(agent.argv),
-                       max_iterations=cap, failure_threshold=plan.failure_threshold, cwd=plan.cwd,
-                       pid=os.getpid(), log=self.path, argv=plan.argv)
-
-    def iteration_start(self, number: int, procedure: str, prompt: str, fragments: List[str]) -> None:
-        import hashlib
-        data = prompt.encode("utf-8")
-        self.text("%s\nITERATION %d\n%s\nProcedure: %s\nStart Time: %s\n%s\n" % (
-            RULE, number, RULE, procedure, local_time(), THIN_RULE))
-        self.event("iteration_start", iteration=number, prompt_sha256=hashlib.sha256(data).hexdigest(),
-                   prompt_bytes=len(data), fragments=fragments)
-
-    def iteration_end(self, **fields: Any) -> None:
-        """The iteration's footer and its iteration_end event, from the event's fields."""
-        reason = fields["reason"]
-        self.text("\n%s\nITERATION %d COMPLETE\nEnd Time: %s\nDuration: %s\n%sExit Code: %d\n"
-                  "Outcome: %s\n%s%s\n\n" % (
-                      THIN_RULE, fields["iteration"], local_time(), format_duration(fields["seconds"]),
-                      _usage_log_lines(fields["usage"] or {}), fields["exit_code"], fields["outcome"],
-                      "Cause: %s\nReason: %s\n" % (fields["cause"], reason) if reason else "", RULE))
-        self.event("iteration_end", **fields)
-
-    def gate_start(self, gate: str, command: str) -> None:
-        self.text("--- %s: %s ---\n" % (gate, command))
-
-    def gate_end(self, gate: str, command: str, exit_code: int, seconds: float) -> None:
-        self.text("--- %s exited %d after %s ---\n" % (gate, exit_code, format_duration(seconds)))
-        self.event("gate", gate=gate, command=command, exit_code=exit_code, seconds=round(seconds, 3))
-
-    def session_end(self, state: "LoopState", summary: str) -> None:
-        cost = state.usage.get("cost_usd")
-        self.text("%s\nSESSION SUMMARY\n%s\nTotal Iterations: %d\nSuccessful: %d\nFailed: %d\n"
-                  "Total Duration: %s\n%sExit Reason: %s\nExit Code: %d\n%s\n" % (
-                      RULE, RULE, state.finished, state.finished - state.failures, state.failures,
-                      format_duration(state.elapsed()), "Total Cost: $%.4f\n" % cost if cost is not None
-                      else "", summary, state.exit_code(), RULE))
-        self.event("session_end", status=state.status, reason=state.reason, iterations=state.finished,
-                   succeeded=state.finished - state.failures, failed=state.failures,
-                   seconds=round(state.elapsed(), 3), exit_code=state.exit_code(), usage=state.usage_totals())
-        with _suppress(OSError):
-            os.unlink(self.live_path)  # ended: session_end says the rest
-
-    def close(self) -> None:
-        for fd in (self.log_fd, self.jsonl_fd, self.agent_fd):
-            if fd is not None:
-                with _suppress(OSError):
-                    os.close(fd)
-
-    def where(self) -> str:
-        """The closing `Log:` line's words: the path, and what went wrong with it."""
-        if self.problem is not None:
-            return "%s (incomplete: %s)" % (self.shown, self.problem)
-        if not os.path.exists(self.path):
-            return "%s (removed during the run)" % self.shown
-        return self.shown
+        env = dict(os.environ, ROODA_EVENT=event, ROODA_STATUS=status, ROODA_EXIT_CODE=exit_code,
+                   ROODA_REASON=reason, ROODA_PROCEDURE=plan.procedure, ROODA_ITERATION=str(iteration or ""),
+                   ROODA_ITERATIONS=str(state.finished), ROODA_COST_USD="" if cost is None else "%g" % cost,
+                   ROODA_LOG=log.path if log else "", ROODA_SESSION=log.files.jsonl if log else "")
+        late = self.guard is not None and self.guard.signum is not None
+        result = run_gate(plan.notify, env=env, cwd=plan.cwd, guard=self.guard,
+                          limits=Limits(timeout=5 if late else 30, grace=1, after_signal=late))
+        if result.exit_code != 0 and self.progress is not None:
+            said = telling_line(result.output.decode("utf-8", "replace"))
+            self.progress.warn("notify: `%s` %s%s" % (_one_line(plan.notify, 80), "did not finish in time"
+                               if result.timed_out else "exited %d" % result.exit_code, said and ": " + said))
 
 
-QUIET, NORMAL, VERBOSE = 0, 1, 2
-OUTLET_BUFFER_BYTES = 8 << 20  # output held for a reader that is not reading, then dropped
-# At the end of a run, how long a stalled reader is waited for before it is given up.
-OUTLET_STALL_SECONDS = 2.0
-STATUS_LINE_SECONDS = 1.0  # between redraws of the status line
-LONG_GATE_SECONDS = 10.0  # a gate that runs longer is announced when it ends, passed or not
-ERASE_LINE = "\r\033[K"  # back to the start of the line, and erase it
-
+# ==== 14. Reporting ===================================================
+# What a run tells people on stderr (SPEC 5, 14): `[HH:MM:SS]` progress lines, reason
+# lines, and a status line on a terminal (redrawn once a second, erased before any other
+# line) or heartbeat lines off one -- all through an Outlet, a writer thread per stream,
+# so a reader that stops reading never blocks the loop.
 
 class Outlet:
     """One of rooda's own output streams during a run, written by a thread of its own."""
@@ -4978,50 +5413,6 @@ def _fit(text: str, columns: int) -> str:
     return "".join(kept) + "…"
 
 
-class Activity:
-    """What is under way (SPEC 14), the one owner of its words whatever shows them: the
-    status line, the heartbeat and the live file `status` reads. A step (a gate or git:
-    kind `step`; a wait: kind `wait`, its `since` the wait's end) or, with `reader`, the
-    agent of iteration `label`, whose reader says what it does."""
-
-    def __init__(self, kind: str, detail: str = "", since: Optional[float] = None,
-                 reader: Optional[Reader] = None, label: str = "") -> None:
-        self.kind, self.detail, self.reader, self.label = kind, detail, reader, label
-        self.since = time.monotonic() if since is None else since
-
-    def doing(self) -> Optional[Tuple[str, str, float]]:
-        return self.reader.activity() if self.reader is not None else (self.kind, self.detail, self.since)
-
-    def lines(self) -> Tuple[str, str]:
-        """(status line, heartbeat line): `iteration 3/10 · 2m13s · 14 tool calls · → Bash:
-        pytest -q · 12s`, `verify: make test · 12s`, `usage limit (five_hour) · 2h left`."""
-        now, reader, doing = time.monotonic(), self.reader, self.doing()
-        what = [activity_words(doing[0], doing[1], now - doing[2])] if doing else []
-        if reader is None:
-            spent = format_duration(abs(now - self.since))
-            return what[0], ("%s%s: %s left" % (self.detail[0].upper(), self.detail[1:], spent)
-                             if self.kind == "wait" else "%s still running (%s)" % (self.detail, spent))
-        figures = [format_duration(now - self.since), plural(reader.tool_calls, "tool call") if reader.events
-                   else "%s output" % format_bytes(reader.output_bytes)]
-        last = reader.last_tool if reader.events and (not doing or doing[0] != "tool") else ""
-        return (" · ".join(["iteration " + self.label] + figures + what),
-                "Iteration %s still running (%s)" % (self.label, ", ".join(
-                    figures + what + (["last: → " + last] if last else []))))
-
-    def record(self) -> Dict[str, Any]:
-        """The live file's fields: the activity with its wall-clock moment, and the agent's
-        figures so far."""
-        doing, reader = self.doing(), self.reader
-        record: Dict[str, Any] = {}
-        if doing is not None:
-            record["activity"] = [doing[0], doing[1], round(time.time() - time.monotonic() + doing[2], 3)]
-        if reader is not None and reader.events:
-            record.update(tool_calls=reader.tool_calls, last_tool=reader.last_tool, tokens=reader.tokens())
-        elif reader is not None:
-            record["output_bytes"] = reader.output_bytes
-        return record
-
-
 class Progress:
     """The loop's progress lines on stderr, each `[HH:MM:SS] message` in local time, and
     what is under way (SPEC 14): a status line on a terminal that can erase a line,
@@ -5124,7 +5515,7 @@ def _same_file(first: TextIO, second: TextIO) -> bool:
     return (one.st_dev, one.st_ino) == (two.st_dev, two.st_ino)
 
 
-# ==== 14. The loop ====================================================
+# ==== 15. The loop ====================================================
 # One _Run per run. before_iteration is SPEC 5's checklist, in its order. An iteration
 # is a few steps a reader can hold: begin (prompt, HEAD, the log's header), run the
 # agent, judge (provider trouble, verify, the outcome, git), count (state only),
@@ -5244,111 +5635,17 @@ class _Run:
         self.plan, self.progress, self.guard, self.log = plan, progress, guard, log
         self.agent: AgentCommand = plan.agent
         self.format, self.state = OUTPUT_FORMATS.get(self.agent.format), LoopState()
-        verbose = plan.verbosity >= VERBOSE
-        self.stdout_sink = out.write if verbose and out is not None else None
-        self.stderr_sink = err.write if verbose and err is not None else None
-        self.log_sink = log.write if log is not None else None
+        self.gates = GateRunner(plan, guard, progress, log, out, err)
         self.agent_env = _agent_env(plan, self.agent)
         self.during: Optional[int] = None   # the iteration under way (for "interrupted during")
         if log is not None:  # what is under way, for `status` in another terminal
             progress.on_tick = lambda: log.write_live(dict(
                 pid=os.getpid(), iteration=self.during,
                 **(progress.activity.record() if progress.activity else {})))
-        self.cost_unknown_said, self.markers = False, signal_markers(plan.signals)
+        self.cost_unknown_said = False
         self.fragment_names = _fragment_names(plan)  # for the logs: the same every iteration
-        # How commits name this run: its session, else the run's mark (--no-log).
-        self.session = os.path.basename(log.path)[:-4] if log is not None else os.environ.get("ROODA_RUN", "")
 
-    # -- gates, git and waits -------------------------------------------------------------
-
-    def gate(self, gate: str, command: str) -> AgentResult:
-        """Run a gate, showing its output in verbose mode and logging it; announced when
-        it takes long or fails (SPEC 5 rev 2)."""
-        plan = self.plan
-        if self.log is not None:
-            self.log.gate_start(gate, command)
-        ticker = self.step_under_way("%s: %s" % (gate, _one_line(command, 60)))
-        try:
-            result = run_gate(command, cwd=plan.cwd, guard=self.guard, ticker=ticker,
-                              limits=Limits(timeout=plan.gates.timeout, grace=plan.kill_grace),
-                              on_output=_tee(self.stdout_sink, self.log_sink),
-                              on_stderr=_tee(self.stderr_sink, self.log_sink))
-        finally:
-            self.end_step()
-        if self.log is not None:
-            self.log.gate_end(gate, command, result.exit_code, result.seconds)
-        if result.interrupted is not None:
-            raise Interrupted(result.interrupted)
-        if result.timed_out:
-            self.progress.warn("%s: `%s` did not finish within %s and was stopped"
-                               % (gate, command, format_budget(plan.gates.timeout)))
-        elif gate == GATE_VERIFY and result.exit_code != 0:
-            said = _last_line(result.output, ())
-            self.progress.info("%s: %s failed (exit %d) in %s%s" % (
-                gate, _one_line(command, 80), result.exit_code, format_duration(result.seconds),
-                ": " + said if said else ""))
-        elif result.seconds >= LONG_GATE_SECONDS:  # (a verify gate that got here passed)
-            verdict = "passed" if gate == GATE_VERIFY else "says done" if result.exit_code == 0 else \
-                "says not yet (exit %d)" % result.exit_code
-            self.progress.info("%s: %s %s in %s" % (
-                gate, _one_line(command, 80), verdict, format_duration(result.seconds)))
-        return result
-
-    def run_git(self, args: List[str], env: Optional[Dict[str, str]] = None,
-                record: bool = False) -> GitResult:
-        """A git command of the run, under its guard and gate_timeout. With `record` (a
-        commit or a push: what runs hooks and changes something) it is a gate, shown in
-        verbose mode and logged with its output; the plumbing around it (add, diff, ...)
-        is logged only when it fails, with git's output."""
-        plan, log = self.plan, self.log
-        shown = "git " + " ".join(args)
-        if record and log is not None:
-            log.gate_start(GATE_GIT, shown)
-        started = time.monotonic()
-        ticker = self.step_under_way("git: " + args[0])  # a slow hook keeps the line going
-        try:
-            result = git(args, plan.cwd, timeout=plan.gates.timeout, env=env, guard=self.guard,
-                         kill_grace=plan.kill_grace, ticker=ticker,
-                         echo_out=_tee(self.stdout_sink, self.log_sink) if record else None,
-                         echo_err=_tee(self.stderr_sink, self.log_sink) if record else None)
-        finally:
-            self.end_step()
-        if record and log is not None:
-            log.gate_end(GATE_GIT, shown, result.exit_code, time.monotonic() - started)
-        elif result.exit_code != 0 and args[0] in ("add", "rm", "write-tree") and log is not None:
-            log.text("--- git: %s ---\n%s%s--- git exited %d ---\n" % (
-                shown, result.out, result.err, result.exit_code))
-        if result.interrupted is not None:
-            raise Interrupted(result.interrupted)
-        return result
-
-    def step_under_way(self, what: str) -> Optional[Ticker]:
-        """A gate or git step begins: `verify: make test · 12s` on the status line."""
-        return self.progress.begin(Activity("step", what))
-
-    def notify(self, event: str, status: str, reason: str, iteration: Optional[int],
-               exit_code: str = "") -> None:
-        """The `notify` command at an event of notify_on (SPEC 16), details in ROODA_*
-        variables; bounded (30 s, 5 s once a signal came: a second one ends it), its
-        failure one warning that changes nothing else."""
-        plan, log, cost = self.plan, self.log, self.state.usage.get("cost_usd")
-        if not plan.notify or event not in plan.notify_on:
-            return
-        env = dict(os.environ, ROODA_EVENT=event, ROODA_STATUS=status, ROODA_EXIT_CODE=exit_code,
-                   ROODA_REASON=reason, ROODA_PROCEDURE=plan.procedure, ROODA_ITERATION=str(iteration or ""),
-                   ROODA_ITERATIONS=str(self.state.finished),
-                   ROODA_COST_USD="" if cost is None else "%g" % cost,
-                   ROODA_LOG=log.path if log else "", ROODA_SESSION=log.path[:-4] + ".jsonl" if log else "")
-        late = self.guard.signum is not None
-        result = run_gate(plan.notify, env=env, cwd=plan.cwd, guard=self.guard,
-                          limits=Limits(timeout=5 if late else 30, grace=1, after_signal=late))
-        if result.exit_code != 0:
-            said = telling_line(result.output.decode("utf-8", "replace"))
-            self.progress.warn("notify: `%s` %s%s" % (_one_line(plan.notify, 80), "did not finish in time"
-                               if result.timed_out else "exited %d" % result.exit_code, said and ": " + said))
-
-    def end_step(self) -> None:
-        self.progress.end()
+    # -- waits and stops ---------------------------------------------------------------
 
     def checkpoint(self) -> None:
         """Stop at once when a signal has arrived: nothing new is started after it."""
@@ -5362,10 +5659,8 @@ class _Run:
         try:
             self.guard.wait(seconds, ticker)
         finally:
-            self.end_step()
+            self.progress.end()
         self.checkpoint()
-
-    # -- stops --------------------------------------------------------------------------
 
     def stop(self, stop: str, reason: str) -> bool:
         """The run stops, for `reason` (the words of the log's summary); False, for the loop's `while`."""
@@ -5378,7 +5673,7 @@ class _Run:
 
     def before_iteration(self) -> bool:
         """SPEC 5's checks before an iteration, in order; False when the loop must stop."""
-        plan, state, gates = self.plan, self.state, self.plan.gates
+        plan, state = self.plan, self.state
         self.during = None
         self.checkpoint()
         # The threshold first, so that a cap of 1 with a threshold of 1 aborts (seed 000).
@@ -5390,24 +5685,24 @@ class _Run:
             return self.stop(STOP_TIME, "time budget")
         if plan.max_cost is not None and state.usage.get("cost_usd", 0) >= plan.max_cost:
             return self.stop(STOP_COST, "cost budget")
-        if gates.done_when:
-            result = self.gate(GATE_DONE_WHEN, gates.done_when)
+        if plan.done_when:
+            result = self.gates.gate(GATE_DONE_WHEN, plan.done_when)
             if result.exit_code == 0:
                 return self.stop(STOP_DONE_WHEN, "done_when")
             # 0 is done and every other exit "not yet" (make test exits 2, cargo test 101,
             # pytest 5): only a command that cannot run, or was killed, is an error.
             if result.exit_code in (126, 127) or result.killed_by or result.timed_out:
                 excerpt = error_excerpt(result.output, 3)
-                how = ("did not finish within %s" % format_budget(gates.timeout) if result.timed_out
+                how = ("did not finish within %s" % format_budget(plan.gate_timeout) if result.timed_out
                        else "was killed by %s" % result.killed_by if result.killed_by
                        else "exited %d (it cannot run)" % result.exit_code)
                 return self.stop(STOP_ERROR, "done_when command `%s` %s%s" % (
-                    gates.done_when, how, ": " + " | ".join(excerpt) if excerpt else ""))
-        missing = [path for path in gates.requires if not os.path.exists(os.path.join(plan.cwd, path))]
+                    plan.done_when, how, ": " + " | ".join(excerpt) if excerpt else ""))
+        missing = [path for path in plan.gates.requires if not os.path.exists(os.path.join(plan.cwd, path))]
         if missing:
             return self.stop(STOP_ERROR, "procedure %s requires %s, which %s missing%s" % (
                 plan.procedure, ", ".join(missing), "is" if len(missing) == 1 else "are",
-                "; " + gates.requires_hint if gates.requires_hint else ""))
+                "; " + plan.gates.requires_hint if plan.gates.requires_hint else ""))
         if state.finished and plan.delay and not state.waits:
             pause = backoff_delay(plan.delay, plan.backoff, state.consecutive_failures)
             following = state.finished + 1
@@ -5448,7 +5743,7 @@ class _Run:
                              % len(prompt.encode("utf-8")))
         # HEAD is read when a git gate or the log needs it; else no git at all.
         attempt.head_before = read_head(plan.repo) if plan.repo is not None else None
-        attempt.tree_before = self.fingerprint() if plan.gates.no_change else None
+        attempt.tree_before = self.gates.fingerprint() if plan.gates.no_change else None
         self.checkpoint()
         self.during = number  # from here, an interruption is "during iteration N"
         attempt.started = time.monotonic()
@@ -5463,15 +5758,16 @@ class _Run:
         def scanner() -> SignalScanner:
             return SignalScanner({SIGNAL_SUCCESS: self.plan.signals["success"],
                                   SIGNAL_FAILURE: self.plan.signals["failure"]}, prompt)
-        text = TextReader(scanner(), self.stdout_sink, self.stderr_sink, self.log_sink,
+        gates = self.gates
+        text = TextReader(scanner(), gates.stdout_sink, gates.stderr_sink, gates.log_sink,
                           self.plan.max_output_buffer)
         if self.format is None:
             return text
         # The reader's own scanner sees only the agent's answer text (SPEC 12), so a marker
         # inside a tool's output is not a promise; the raw bytes are the fallback's.
         fallback = TextReader(scanner(), None, None, None, self.plan.max_output_buffer)
-        return EventReader(self.agent.format, scanner(), fallback, self.stdout_sink,
-                           self.stderr_sink, self.log_sink,
+        return EventReader(self.agent.format, scanner(), fallback, gates.stdout_sink,
+                           gates.stderr_sink, gates.log_sink,
                            self.log.write_agent_stream if self.log is not None else None,
                            self.plan.cwd, self.progress.warn)
 
@@ -5497,7 +5793,7 @@ class _Run:
                 limits=Limits(timeout=plan.iteration_timeout, idle=plan.idle_timeout, grace=plan.kill_grace,
                               stop_signal=cli.stop_signal if cli else signal.SIGTERM))
         finally:
-            self.end_step()
+            self.progress.end()
         attempt.report = report = reader.finish(result)
         if report.usage:
             add_usage(self.state.usage, report.usage)
@@ -5508,18 +5804,18 @@ class _Run:
         """The outcome and its cause: the provider's trouble first (a limit beats a SUCCESS
         said before it: the iteration runs again and says so again if it was done; verify
         does not judge work the provider cut off), then verify, then git."""
-        plan, gates = self.plan, self.plan.gates
+        plan = self.plan
         result, report = attempt.result, attempt.report
         assert result is not None and report is not None
         attempt.feedback = report.tail
         attempt.trouble = trouble = find_provider_trouble(
             report, result.exit_code, SIGNAL_SUCCESS in report.signals, time.time(), self.agent.preset)
-        if trouble is None and gates.verify and not result.timed_out:
-            attempt.check = self.gate(GATE_VERIFY, gates.verify)
+        if trouble is None and plan.verify and not result.timed_out:
+            attempt.check = self.gates.gate(GATE_VERIFY, plan.verify)
             attempt.verified = attempt.check.exit_code == 0
             if not attempt.verified:
                 attempt.feedback = attempt.check.output
-                attempt.source = "the verifier's (`%s`)" % gates.verify
+                attempt.source = "the verifier's (`%s`)" % plan.verify
 
         def classify(git_failed: bool = False) -> None:
             attempt.outcome, attempt.cause = classify_outcome(
@@ -5527,10 +5823,9 @@ class _Run:
                 reported_error=report.error is not None, cut_short=report.cut_short,
                 trouble=trouble.kind if trouble is not None else None, git_failed=git_failed)
         classify()
-        if (gates.commit or gates.push) and attempt.outcome in (SUCCESS, COMPLETED) and plan.repo is not None:
-            attempt.git_problem, attempt.commit = commit_and_push(
-                lambda args, env=None: self.run_git(args, env, record=args[0] in ("commit", "push")),
-                plan.repo, gates, self.commit_message(attempt), plan.log_dir)
+        git = plan.gates.commit or plan.gates.push
+        if git and attempt.outcome in (SUCCESS, COMPLETED) and plan.repo is not None:
+            self.gates.commit(attempt)
             if attempt.git_problem:
                 classify(git_failed=True)
                 attempt.feedback, attempt.source = attempt.git_problem.encode("utf-8"), "git's"
@@ -5538,22 +5833,6 @@ class _Run:
             attempt.explanation = explanation(report.said, plan.signals["failure"])
         if attempt.cause is not None:
             attempt.reason = self.failure_reason(attempt)
-
-    def commit_message(self, attempt: _Attempt) -> List[str]:
-        """The commit's subject from the template (SPEC 16: {procedure}, {iteration} and
-        {summary}, the first line of the agent's final message without its markers), and
-        the trailers that tell runs apart and say what the commit cost."""
-        plan, report = self.plan, attempt.report
-        assert report is not None
-        text = report.last_text
-        for marker in self.markers:
-            text = text.replace(marker, "")
-        summary = _one_line(text, 72) or "iteration %d" % attempt.number
-        subject = (plan.gates.message or DEFAULT_COMMIT_MESSAGE).replace("{procedure}", plan.procedure)
-        subject = subject.replace("{iteration}", str(attempt.number)).replace("{summary}", summary)
-        usage = ", ".join(describe_usage(report.usage or {}, brief=True)) or "not reported"
-        return [subject, "Rooda-Session: %s\nRooda-Iteration: %s\nRooda-Usage: %s" % (
-            self.session, attempt.label, usage)]
 
     def count(self, attempt: _Attempt) -> None:
         """The iteration in the loop's counters (state only)."""
@@ -5590,7 +5869,7 @@ class _Run:
                           % (number, format_budget(plan.iteration_timeout or 0)))
         if outcome == REJECTED:
             progress.warn("iteration %d: the agent signalled SUCCESS but verify (`%s`) failed;"
-                          " the claim is rejected" % (number, plan.gates.verify))
+                          " the claim is rejected" % (number, plan.verify))
         done = attempt.commit
         if done:
             said = ["committed %s (%s)" % (done["hash"], plural(done["files"], "file"))] if "hash" in done \
@@ -5626,8 +5905,9 @@ class _Run:
         if attempt.cause == CAUSE_AGENT and self.plan.on_failure_signal == "stop":
             return self.stop(STOP_HELP, "the agent signalled FAILURE: " + attempt.reason[1]
                              if attempt.reason else "the agent signalled FAILURE")
-        if self.detect_stuck(attempt):
-            return False
+        stuck = self.gates.stuck(state, attempt)
+        if stuck:
+            return self.stop(STOP_STUCK, stuck)
         if attempt.outcome == COMPLETED:
             return self.stop(STOP_SUCCESS, "success signal")
         return True
@@ -5661,7 +5941,7 @@ class _Run:
             return "error", _one_line(report.error[0], 200) if report.error is not None else \
                 "the agent ended without its closing result event (interrupted, or it crashed)" + notice
         head = "exit %d" % result.exit_code if not result.killed_by else "killed by %s" % result.killed_by
-        return head, _last_line(report.tail, self.markers) or "(it printed nothing)" + notice
+        return head, _last_line(report.tail, self.gates.markers) or "(it printed nothing)" + notice
 
     def wait_out_provider(self, attempt: _Attempt) -> bool:
         """An iteration the provider stopped at a limit (SPEC 13) or an outage (SPEC 15):
@@ -5708,56 +5988,16 @@ class _Run:
                 "%s, the provider did not say when it resets" % format_budget(round(wait))))
             what = "usage limit (%s)" % trouble.limit
         state.waiting_for = trouble.kind
-        self.notify("wait", attempt.outcome, "%s: %s" % (trouble.kind, message), attempt.number)
+        self.gates.notify("wait", attempt.outcome, "%s: %s" % (trouble.kind, message), attempt.number, state)
         self.wait(wait, what)
         state.waiting_for = None
         return True
-
-    def detect_stuck(self, attempt: _Attempt) -> bool:
-        """The stuck detectors of SPEC 6, after the outcome; True when one fires."""
-        state, gates, feedback = self.state, self.plan.gates, attempt.feedback
-        if gates.same_error:
-            # The same error is the same cause with the same evidence (SPEC 15): the
-            # verifier's output, else the reason -- three different explanations of a
-            # FAILURE are not the same error. A failure that printed nothing has no error to
-            # compare: it resets the count, so silent failures abort, not "stick".
-            verify = attempt.cause == CAUSE_VERIFY
-            evidence = feedback if verify else ("%s: %s" % attempt.reason).encode() if attempt.reason else b""
-            if attempt.outcome in FAILING_OUTCOMES and feedback.strip() and evidence.strip():
-                fingerprint = error_fingerprint(("%s\n" % attempt.cause).encode() + evidence)
-                state.same_error = state.same_error + 1 if fingerprint == state.fingerprint else 1
-                state.fingerprint = fingerprint
-            else:
-                state.same_error, state.fingerprint = 0, None
-            if state.same_error >= gates.same_error:
-                state.stuck_excerpt = error_excerpt(feedback) if verify else []
-                self.stop(STOP_STUCK, "same error in %d consecutive failures" % state.same_error)
-                return True
-        if gates.no_change and attempt.tree_before is not None:
-            after = self.fingerprint()
-            if after is None:
-                return False  # git failed: said so, and not counted either way
-            state.unchanged = state.unchanged + 1 if after == attempt.tree_before else 0
-            if state.unchanged >= gates.no_change:
-                self.stop(STOP_STUCK, "no change in %s" % plural(state.unchanged, "iteration"))
-                return True
-        return False
-
-    def fingerprint(self) -> Optional[str]:
-        """The no_change fingerprint of the work tree; None, with a warning that quotes
-        git, when git failed (a failure is never "unchanged", SPEC 6)."""
-        assert self.plan.repo is not None
-        value, problem = worktree_fingerprint(
-            lambda args, env=None: self.run_git(args, env), self.plan.repo, self.plan.log_dir)
-        if problem:
-            self.progress.warn("stuck.no_change: %s; this iteration is not counted" % problem)
-        return value
 
     def log_end(self, attempt: _Attempt, outcome: str, reason: Optional[str] = None) -> None:
         """The iteration's footer in the .log and its iteration_end event (and `notify`)."""
         result, report = attempt.result, attempt.report
         if outcome != OUTCOME_INTERRUPTED:
-            self.notify("iteration_end", outcome, reason or "", attempt.number)
+            self.gates.notify("iteration_end", outcome, reason or "", attempt.number, self.state)
         if self.log is None or result is None or report is None:
             return  # (interrupted before the agent started: no iteration to end)
         repo, verify = self.plan.repo, {None: None, True: "pass", False: "fail"}[attempt.verified]
@@ -5839,7 +6079,7 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
                       " its prompt would read as done; put the marker inside a sentence" % bare)
     if max_cost_trouble(plan, agent):
         progress.warn(max_cost_trouble(plan, agent))
-    untracked = untracked_files(run.run_git, plan.repo, plan.log_dir) if plan.gates.commit and plan.repo \
+    untracked = untracked_files(run.gates.git, plan.repo, plan.log_dir) if plan.gates.commit and plan.repo \
         and not resumed else []
     if untracked:
         progress.warn("git.commit is on and these untracked files would be committed with the agent's"
@@ -5861,12 +6101,12 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
     if log is not None:
         log.session_end(state, closing)
         progress.info("Log: %s" % log.where())
-    run.notify("session_end", state.status, state.reason, state.interrupted_during or state.finished,
-               str(state.exit_code()))
+    run.gates.notify("session_end", state.status, state.reason, state.interrupted_during or state.finished,
+                     state, str(state.exit_code()))
     return state
 
 
-# ==== 15. Command line and commands ===================================
+# ==== 16. Command line and commands ===================================
 # argparse for SPEC 2's command line, plan_run (settings by precedence, with where each
 # came from), one function per command, and main. Each command returns an exit code;
 # only main turns errors into messages.
@@ -6135,11 +6375,10 @@ def plan_run(options: Any, config: Config, procedure_name: str,
     sources["agent"] = agent.origin if agent is not None else (TIER_BUILTIN, None, None)
     stuck, git_settings = settings["stuck"] or {}, settings["git"] or {}
     gates = Gates(
-        verify=settings["verify"], done_when=settings["done_when"],
         requires=list(procedure.get("requires") or ()), requires_hint=procedure.get("requires_hint"),
         same_error=stuck.get("same_error"), no_change=stuck.get("no_change"),
         commit=bool(git_settings.get("commit")), push=bool(git_settings.get("push")),
-        message=git_settings.get("message"), timeout=settings["gate_timeout"])
+        message=git_settings.get("message"))
     if options.no_log:
         log_dir, sources["log_dir"] = None, (TIER_FLAG, "--no-log", None)
     elif options.log_dir:
@@ -6249,7 +6488,7 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
                 procedure_name, " and ".join(wanted), "s" if len(wanted) == 1 else "",
                 "and %s is not in one (run 'git init', or turn %s off)" % (
                     plan.cwd, "it" if len(wanted) == 1 else "them") if not why else "but " + why))
-        who, why = commit_identity(lambda args: git(args, plan.cwd)) if plan.gates.commit else ("", "")
+        who, why = commit_identity(GateRunner(plan).git) if plan.gates.commit else ("", "")
         if who is None:  # (each iteration's work would fail to commit)
             raise RoodaError("git.commit is on, but git has no identity to commit with here (%s); %s"
                              % (why, GIT_IDENTITY_HINT))
@@ -6412,7 +6651,7 @@ def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan:
     if cli is None:
         return
     in_repo = find_repository(cwd)[0] is not None
-    verified = plan is not None and plan.gates.verify
+    verified = plan is not None and plan.verify
     for level, applies, message in cli.pitfalls:
         if applies(agent.argv, env, in_repo) and not (verified and "`verify`" in message):
             report(level, "agent: " + message)
@@ -6439,16 +6678,17 @@ def _doctor_git(report: Callable[[str, str], None], plan: RunPlan, cwd: str) -> 
         report("error", "git: the procedure's git gates need a git repository; %s" % (
             why or "%s is not in one (run 'git init')" % cwd))
         return
-    who, why = commit_identity(lambda args: git(args, cwd))
+    run_git = GateRunner(plan).git
+    who, why = commit_identity(run_git)
     report("ok" if who or not gates.commit else "error", "git: repository %s%s" % (
         repo.top, ", committing as " + who if who else "") if who or not gates.commit else
         "git: no identity to commit with (%s); %s" % (why, GIT_IDENTITY_HINT))
     if gates.push:
-        remote = git(["remote", "-v"], cwd).out.split()
+        remote = run_git(["remote", "-v"]).out.split()
         report("ok" if remote else "error", "git: pushing to %s (%s)" % tuple(remote[:2]) if remote else
                "git: git.push is on but the repository has no remote")
     if gates.commit:
-        untracked = untracked_files(lambda args, env=None: git(args, cwd), repo, plan.log_dir)
+        untracked = untracked_files(run_git, repo, plan.log_dir)
         if untracked:
             report("warning", "git: these untracked files would be committed with the agent's work: %s"
                               % ", ".join(untracked[:10]))
@@ -6620,172 +6860,6 @@ def command_vendor(options: Any, directory: str) -> int:
     return 0
 
 
-# Session .jsonl names: the stamp, and the -2, -3 ... of a second run in the same second.
-_SESSION_NAME = r"session-(\d{8}-\d{6})(?:-(\d+))?\.jsonl$"
-# What `status` says of a session: its rooda runs, is stopped (Ctrl+Z), ended (it wrote
-# session_end), or died (its pid is gone or a zombie, and no session_end: SIGKILL, a
-# crash, a power cut).
-RUN_RUNNING, RUN_STOPPED, RUN_ENDED, RUN_DIED = "running", "stopped", "ended", "died"
-# Of a session, `status --all` reads the first line and what its last bytes hold.
-STATUS_TAIL_BYTES = 65536
-
-
-def _process_state(pid: object, started: Optional[float]) -> Optional[str]:
-    """The state letter of the rooda that wrote a session (R, S, T for stopped, Z for a
-    zombie), "?" where it cannot be read, or None when that process is gone -- a pid
-    reused by a process that started after the session is not it."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return None
-    try:
-        os.kill(pid, 0)
-    except PermissionError:
-        pass  # alive, and another user's
-    except (OverflowError, OSError):
-        return None
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as stream:
-            fields = stream.read().rsplit(b")", 1)[1].split()
-        with open("/proc/stat", "rb") as stream:
-            boot = int(next(line for line in stream if line.startswith(b"btime")).split()[1])
-    except (OSError, ValueError, IndexError, StopIteration):
-        return "?"  # no /proc (macOS): alive is all that is known
-    if started is not None and boot + int(fields[19]) / os.sysconf("SC_CLK_TCK") > started + 2:
-        return None
-    return fields[0].decode()
-
-
-def _read_session(path: str, whole: bool) -> Tuple[List[bytes], bool]:
-    """A session's lines -- all of them, or its first line and what its last
-    STATUS_TAIL_BYTES hold -- and whether that is the whole file."""
-    with open(path, "rb") as stream:
-        first = stream.readline()
-        start = stream.tell()
-        size = os.fstat(stream.fileno()).st_size
-        if not whole and size - start > STATUS_TAIL_BYTES:
-            stream.seek(size - STATUS_TAIL_BYTES)
-            tail = stream.read().rstrip(b"\n").split(b"\n")[1:]  # (the first is cut)
-            # An ended session says in its session_end all that `status --all` shows.
-            ended = tail and tail[-1].startswith(b'{"event": "session_end"')
-            return [first] + (tail[-1:] if ended else tail), False
-        return [first] + stream.read().split(b"\n"), True
-
-
-def summarize_session(path: str, now: Optional[float] = None, whole: bool = True) -> Dict[str, Any]:
-    """One session's state from its .jsonl (and live activity file): running, stopped,
-    ended or died, how far, why it ended, what it cost. A line that does not parse or
-    has not the shape rooda writes is skipped and counted, never a traceback."""
-    now = time.time() if now is None else now
-    summary: Dict[str, Any] = {
-        "session": path, "procedure": None, "state": None, "status": None, "exit_code": None,
-        "reason": None, "pid": None, "started": None, "iteration": None, "max_iterations": None,
-        "iterations": 0, "successes": 0, "failures": 0, "limited": 0, "unavailable": 0,
-        "elapsed_seconds": None, "usage": None, "last_event": None, "last_event_time": None,
-        "waiting_until": None, "waiting_for": None, "activity": None, "tool_calls": None, "tokens": None,
-        "consecutive_failures": 0 if whole else None, "argv": None, "cwd": None, "skipped_lines": 0}
-    lines, read_whole = _read_session(path, whole)
-    usage: Dict[str, Any] = {}
-    begun = last_at = None  # when the session's latest run (its start, or its resume) began
-    carried, ended = 0.0, None
-    for raw in lines:
-        if not raw.strip():
-            continue
-        try:
-            event = json.loads(raw, parse_float=_finite, parse_constant=_finite,
-                               parse_int=lambda text: _finite(text, int))
-            name, moment = event["event"], parse_iso_time(event["time"])
-            if not isinstance(name, str) or moment is None:
-                raise ValueError(name)
-            wait = _number(event.get("wait_seconds"))
-            until = iso_time(moment + wait) if name == "limit" and wait else None
-        except (ValueError, KeyError, TypeError, RecursionError, OverflowError):
-            summary["skipped_lines"] += 1
-            continue
-        summary["last_event"], summary["last_event_time"], last_at = name, event["time"], moment
-        summary["waiting_until"], summary["waiting_for"] = until, event.get("kind") if until else None
-        if name == "session_start":
-            cap, argv, cwd = event.get("max_iterations"), event.get("argv"), event.get("cwd")
-            summary.update(procedure=str(event.get("procedure")), started=event["time"],
-                           max_iterations=cap if isinstance(cap, int) else None,
-                           argv=argv if isinstance(argv, list) else None,
-                           cwd=cwd if isinstance(cwd, str) else None)
-        if name in ("session_start", "session_resume"):
-            pid, ended = event.get("pid"), None
-            summary["pid"] = pid if isinstance(pid, int) else None
-            begun, carried = moment, _number(event.get("seconds")) or 0.0  # (what a resume carries)
-        elif name == "iteration_start" and isinstance(event.get("iteration"), int):
-            summary["iteration"] = event["iteration"]
-        elif name == "iteration_end":
-            outcome, number = event.get("outcome"), event.get("iteration")
-            if outcome in (LIMITED, UNAVAILABLE):
-                summary[outcome] += 1
-            elif outcome in (SUCCESS, COMPLETED):
-                summary["successes"] += 1
-            elif outcome in FAILING_OUTCOMES:
-                summary["failures"] += 1
-                summary["reason"] = event.get("reason")  # the last failure's, until the end's
-            if outcome not in (LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED):  # (the tail: its number)
-                summary["iterations"] = number if isinstance(number, int) and not read_whole else \
-                    summary["iterations"] + 1
-                consecutive = event.get("consecutive_failures")
-                summary["consecutive_failures"] = consecutive if isinstance(consecutive, int) else 0
-            add_usage(usage, _mapping(event.get("usage")))
-        elif name == "session_end":
-            ended = event
-    if not read_whole:  # only what the tail holds: the counts from session_end, else unknown
-        summary.update(successes=None, failures=None, limited=None, unavailable=None)
-        usage = {}
-    if ended is not None:
-        summary.update(state=RUN_ENDED, status=ended.get("status"), exit_code=ended.get("exit_code"),
-                       reason=ended.get("reason") or summary["reason"],
-                       elapsed_seconds=_number(ended.get("seconds")))
-        for key, field in (("iterations", "iterations"), ("successes", "succeeded"), ("failures", "failed")):
-            if isinstance(ended.get(field), int):
-                summary[key] = ended[field]
-        usage = _mapping(ended.get("usage")) or usage
-    else:
-        process = _process_state(summary["pid"], begun)
-        alive = process not in (None, "Z", "X")
-        summary["state"] = RUN_STOPPED if process in ("T", "t") else RUN_RUNNING if alive else RUN_DIED
-        if begun is not None:  # a run that died lasted until its last sign of life
-            lasted_until = now if alive else _last_seen(path, last_at or begun)
-            summary["elapsed_seconds"] = round(carried + lasted_until - begun, 3)
-        if alive:
-            summary.update(_live_activity(path, now))
-    summary["usage"] = {name: usage.get(name) for name in USAGE_FIELDS} if usage else None
-    return summary
-
-
-def _last_seen(path: str, last_event: float) -> float:
-    """When a session that died last showed life: its last event, or the last write to its
-    .log (the agent's output) or live activity file, whichever came later."""
-    seen = [last_event]
-    for name in (".log", "-live.json"):
-        with _suppress(OSError):
-            seen.append(os.stat(path[:-len(".jsonl")] + name).st_mtime)
-    return max(seen)
-
-
-def _live_activity(path: str, now: float) -> Dict[str, Any]:
-    """What a running session's agent is doing now, from its live activity file."""
-    try:
-        with open(path[:-len(".jsonl")] + "-live.json") as stream:
-            live = _mapping(json.load(stream))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    doing = _list(live.get("activity"))
-    found: Dict[str, Any] = {}
-    if len(doing) == 3 and _number(doing[2]) is not None:
-        found["activity"] = activity_words(str(doing[0]), str(doing[1]), now - doing[2])
-    elif _number(live.get("output_bytes")) is not None:
-        found["activity"] = "%s output" % format_bytes(live["output_bytes"])
-    for key in ("tool_calls", "tokens"):
-        if _number(live.get(key)) is not None:
-            found[key] = int(live[key])
-    if live.get("last_tool") and not str(found.get("activity", "")).startswith("→"):
-        found["activity"] = "%s (last: → %s)" % (found.get("activity") or "", live["last_tool"])
-    return found
-
-
 def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
     """The summary for a person."""
     cap, state, pid = summary["max_iterations"], summary["state"], summary["pid"]
@@ -6839,40 +6913,12 @@ def _status_row(summary: Dict[str, Any]) -> str:
 
 
 def _sessions(options: Any) -> Tuple[str, List[str]]:
-    """The log directory a run from here would use (or --log-dir) and its sessions, newest
-    first by start time (whatever time zone wrote their names) -- or the one named by its
-    path, file name or stamp (`20261124-120000`, a `-2` suffix included)."""
+    """The log directory a run from here would use (or --log-dir) and its sessions, or
+    the one named (find_sessions)."""
     directory = os.path.join(os.getcwd(), os.path.expanduser(options.log_dir)) if options.log_dir else \
         os.path.join(ROODA_DIR, load_config(options.config).loop("log_dir"))
-    shown = _display_path(directory, os.getcwd())
-    if not os.path.isdir(directory):
-        raise RoodaError("no log directory at %s (no run has written logs there; --log-dir DIR names"
-                         " another)" % shown)
-    if options.words:
-        named = re.sub(r"\.log$", ".jsonl", options.words[0])  # (the path the run's last line names)
-        found = [path for path in (named, os.path.join(directory, named),
-                                   os.path.join(directory, named + ".jsonl"),
-                                   os.path.join(directory, "session-%s.jsonl" % named))
-                 if re.search(_SESSION_NAME, path) and os.path.isfile(path)]
-        if not found:
-            raise RoodaError("no such session: %s (in %s)" % (named, shown))
-        return directory, found[:1]
-
-    def started(path: str) -> Tuple[float, str]:
-        try:
-            with open(path, "rb") as stream:
-                return parse_iso_time(_mapping(json.loads(stream.readline())).get("time")) or 0.0, path
-        except (OSError, ValueError, RecursionError):
-            return 0.0, path
-    try:
-        sessions = sorted((path for path in (os.path.join(directory, name) for name in os.listdir(directory))
-                           if re.match(_SESSION_NAME, os.path.basename(path)) and os.path.isfile(path)),
-                          key=started, reverse=True)
-    except OSError as exc:
-        raise RoodaError("cannot read the log directory %s: %s" % (shown, exc.strerror)) from None
-    if not sessions:
-        raise RoodaError("no session logs in %s" % shown)
-    return directory, sessions
+    return directory, find_sessions(directory, _display_path(directory, os.getcwd()),
+                                    options.words[0] if options.words else None)
 
 
 def command_status(options: Any) -> int:
@@ -6924,7 +6970,9 @@ def command_resume(options: Any) -> int:
         raise RoodaError("%s does not say how it was started (rooda before 0.3 wrote it); start a new run"
                          " instead" % shown)
     usage = {name: value for name, value in (summary["usage"] or {}).items() if value is not None}
-    point = {"session": shown[:-len(".jsonl")], "finished": summary["iterations"], "usage": usage,
+    files = SessionFiles.of(path)
+    assert files is not None
+    point = {"session": files.base, "finished": summary["iterations"], "usage": usage,
              "failures": summary["failures"], "consecutive": summary["consecutive_failures"],
              "seconds": summary["elapsed_seconds"] or 0.0}
     own, at = list(options.argv), 0  # its own options: its words taken out by position, not value
@@ -6932,7 +6980,7 @@ def command_resume(options: Any) -> int:
         with _suppress(ValueError):
             at = own.index(word, at)
             del own[at]
-    again = parse_args(argv + own + ["--log-dir", directory])
+    again = parse_args(argv + own + ["--log-dir", files.directory])  # (the session's own, SPEC 16)
     if again.command in RESERVED_WORDS and again.command not in ("run", "prompt"):
         raise RoodaError("%s was not a run (%s); start a new run instead" % (shown, " ".join(argv)))
     again.argv, again.resumed = argv, point  # (a later resume starts from the session's own argv again)
