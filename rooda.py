@@ -4344,6 +4344,57 @@ STOPS = {
 }
 
 
+def verify_words(check: Optional[AgentResult]) -> Tuple[str, str]:
+    """A failed verify as a reason: ("verify exit 1", "<its telling line>")."""
+    assert check is not None
+    return "verify exit %d" % check.exit_code, _last_line(check.output, ()) or "(it printed nothing)"
+
+
+def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Tuple[str, str]:
+    """The cause of an iteration in words (SPEC 15): ("agent", "<its explanation>"),
+    ("verify exit 2", "<its last line>"), ("timeout", "no output for 10m"), ("exit 1",
+    "<its last line>"); `markers` are left out of a quoted line."""
+    result, report, cause = attempt.result, attempt.report, attempt.cause
+    assert result is not None and report is not None
+    if cause == CAUSE_VERIFY:
+        return verify_words(attempt.check)
+    if cause == CAUSE_GIT:
+        return "git", (attempt.git_problem or "")[:200]
+    if cause == CAUSE_TIMEOUT:
+        return "timeout", ("no output for %s" % format_budget(plan.idle_timeout or 0)
+                           if result.timed_out == "idle" else
+                           "time limit of %s reached" % format_budget(plan.iteration_timeout or 0))
+    if cause == CAUSE_AGENT:
+        return "agent", attempt.explanation or "the agent signalled FAILURE (and said nothing else)"
+    if attempt.trouble is not None:
+        return cause or "", _one_line(attempt.trouble.message, 200)
+    # The CLI's last notice (codex's `error` event, a retry message) often says why a run
+    # ended badly when nothing else does.
+    notice = "; its last notice: " + _one_line(report.notice, 160) if report.notice else ""
+    if cause == CAUSE_ERROR:
+        return "error", _one_line(report.error[0], 200) if report.error is not None else \
+            "the agent ended without its closing result event (interrupted, or it crashed)" + notice
+    head = "exit %d" % result.exit_code if not result.killed_by else "killed by %s" % result.killed_by
+    return head, _last_line(report.tail, markers) or "(it printed nothing)" + notice
+
+
+def provider_wait(trouble: ProviderTrouble, plan: RunPlan, waits: int, waited: float, elapsed: float,
+                  now: float) -> Tuple[float, Optional[str]]:
+    """How long to wait out a limit or an outage (SPEC 13, 15) -- the `waits`-th in a
+    row, the first `waited` seconds ago, `elapsed` seconds into the run -- and, when the
+    run must stop instead, the bound it would pass."""
+    outage = trouble.kind == CAUSE_OUTAGE
+    wait = limit_wait_seconds(trouble.resets_at, waits, now, trouble.kind)
+    bound, budget = ("outage_wait", plan.outage_wait) if outage else ("limit_wait", plan.limit_wait)
+    if plan.on_limit == "stop" and not outage:
+        return wait, "on_limit is stop"
+    if waited + wait > budget:
+        return wait, "beyond %s (%s)" % (bound, format_budget(budget))
+    if plan.max_time is not None and elapsed + wait > plan.max_time:
+        return wait, "beyond the time budget (%s)" % format_budget(plan.max_time)
+    return wait, None
+
+
 # ==== 12. Session files ===============================================
 # A session's files (SPEC 8), named, written and read here alone: `.log` for people,
 # `.jsonl` for programs and, with a structured format, `-agent.jsonl`, the agent's raw
@@ -5832,7 +5883,7 @@ class _Run:
         if SIGNAL_FAILURE in report.signals:
             attempt.explanation = explanation(report.said, plan.signals["failure"])
         if attempt.cause is not None:
-            attempt.reason = self.failure_reason(attempt)
+            attempt.reason = cause_words(attempt, plan, self.gates.markers)
 
     def count(self, attempt: _Attempt) -> None:
         """The iteration in the loop's counters (state only)."""
@@ -5854,13 +5905,11 @@ class _Run:
         detail = progress.outcome(outcome)
         if outcome in FAILING_OUTCOMES and attempt.cause not in (CAUSE_AUTH, CAUSE_BILLING):  # (they stop)
             detail += ", consecutive: %d/%d" % (self.state.consecutive_failures, plan.failure_threshold)
-        progress.info("Iteration %s completed in %s (%s)%s" % (
-            attempt.label, format_duration(time.monotonic() - attempt.started), detail,
-            usage_suffix(report.usage)))
+        self.completed(attempt, detail)
         if attempt.reason is not None:
             progress.indented("  %s: %s" % attempt.reason)
             if attempt.verified is False and attempt.cause != CAUSE_VERIFY:
-                progress.indented("  %s: %s" % self.verify_reason(attempt))
+                progress.indented("  %s: %s" % verify_words(attempt.check))
         if result.timed_out == "idle":
             progress.warn("iteration %d: no output for %s; the agent was stopped"
                           % (number, format_budget(plan.idle_timeout or 0)))
@@ -5885,6 +5934,13 @@ class _Run:
             progress.warn("iteration %d: the agent reported no cost, so max_cost cannot be"
                           " checked against it" % number)
         self.log_end(attempt, outcome, "%s: %s" % attempt.reason if attempt.reason else None)
+
+    def completed(self, attempt: _Attempt, detail: str) -> None:
+        """`Iteration 3/10 completed in 2m13s (failure, consecutive: 1/3) · 41.2k tokens`."""
+        assert attempt.report is not None
+        self.progress.info("Iteration %s completed in %s (%s)%s" % (
+            attempt.label, format_duration(time.monotonic() - attempt.started), detail,
+            usage_suffix(attempt.report.usage)))
 
     def next_step(self, attempt: _Attempt) -> bool:
         """What the iteration means for the run: a stop, or on to the next one."""
@@ -5912,37 +5968,6 @@ class _Run:
             return self.stop(STOP_SUCCESS, "success signal")
         return True
 
-    def verify_reason(self, attempt: _Attempt) -> Tuple[str, str]:
-        assert attempt.check is not None
-        return ("verify exit %d" % attempt.check.exit_code,
-                _last_line(attempt.check.output, ()) or "(it printed nothing)")
-
-    def failure_reason(self, attempt: _Attempt) -> Tuple[str, str]:
-        """The cause in words (SPEC 15): ("agent", "<its explanation>"), ("verify exit 2",
-        "<its last line>"), ("timeout", "no output for 10m"), ("exit 1", "<its last line>")."""
-        result, report, cause = attempt.result, attempt.report, attempt.cause
-        assert result is not None and report is not None
-        if cause == CAUSE_VERIFY:
-            return self.verify_reason(attempt)
-        if cause == CAUSE_GIT:
-            return "git", (attempt.git_problem or "")[:200]
-        if cause == CAUSE_TIMEOUT:
-            return "timeout", ("no output for %s" % format_budget(self.plan.idle_timeout or 0)
-                               if result.timed_out == "idle" else
-                               "time limit of %s reached" % format_budget(self.plan.iteration_timeout or 0))
-        if cause == CAUSE_AGENT:
-            return "agent", attempt.explanation or "the agent signalled FAILURE (and said nothing else)"
-        if attempt.trouble is not None:
-            return cause or "", _one_line(attempt.trouble.message, 200)
-        # The CLI's last notice (codex's `error` event, a retry message) often says why a run
-        # ended badly when nothing else does.
-        notice = "; its last notice: " + _one_line(report.notice, 160) if report.notice else ""
-        if cause == CAUSE_ERROR:
-            return "error", _one_line(report.error[0], 200) if report.error is not None else \
-                "the agent ended without its closing result event (interrupted, or it crashed)" + notice
-        head = "exit %d" % result.exit_code if not result.killed_by else "killed by %s" % result.killed_by
-        return head, _last_line(report.tail, self.gates.markers) or "(it printed nothing)" + notice
-
     def wait_out_provider(self, attempt: _Attempt) -> bool:
         """An iteration the provider stopped at a limit (SPEC 13) or an outage (SPEC 15):
         not a failure, not a use of the cap. Wait it out and run the iteration again -- or
@@ -5953,21 +5978,12 @@ class _Run:
         state.waits += 1
         state.waits_since = state.waits_since or time.monotonic()
         now = time.time()
-        wait = limit_wait_seconds(trouble.resets_at, state.waits, now, trouble.kind)
-        progress.info("Iteration %s completed in %s (%s)%s" % (
-            attempt.label, format_duration(time.monotonic() - attempt.started),
-            progress.outcome(attempt.outcome), usage_suffix(attempt.report.usage)))
+        wait, beyond = provider_wait(trouble, plan, state.waits, time.monotonic() - state.waits_since,
+                                     state.elapsed(), now)
+        self.completed(attempt, progress.outcome(attempt.outcome))
         message, brief = _one_line(trouble.message, 200), _one_line(trouble.message.split(". ")[0], 100)
         self.log_end(attempt, attempt.outcome, "outage: " + message if outage else
                      "%s limit: %s" % (trouble.limit, message))
-        bound, budget = ("outage_wait", plan.outage_wait) if outage else ("limit_wait", plan.limit_wait)
-        beyond = None
-        if plan.on_limit == "stop" and not outage:
-            beyond = "on_limit is stop"
-        elif time.monotonic() - state.waits_since + wait > budget:
-            beyond = "beyond %s (%s)" % (bound, format_budget(budget))
-        elif plan.max_time is not None and state.elapsed() + wait > plan.max_time:
-            beyond = "beyond the time budget (%s)" % format_budget(plan.max_time)
         if self.log is not None:  # (wait_seconds: 0 when the run stops instead)
             self.log.event("limit", kind="outage" if outage else trouble.limit, message=trouble.message,
                            resets_at=iso_time(trouble.resets_at) if trouble.resets_at else None,
