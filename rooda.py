@@ -8,18 +8,21 @@ agent says, decides the iteration's outcome, and stops on success, a cap, repeat
 failure, a stuck detector, a budget or a signal -- leaving no process behind.
 
 One file, standard library only, CPython 3.8 or newer: copy it with prompts/ and
-rooda-config.json into a repository (``python3 rooda.py vendor DIR``) and run
-``python3 rooda.py build``.
+rooda-config.json into a repository (``python3 rooda.py vendor DIR``, which copies the
+README.md that documents it too) and run ``python3 rooda.py build``. The README beside
+this file is the manual: settings, agents, exit codes, logs, recipes.
 
 Public names (``__all__``): main, load_config, load_yaml, assemble_prompt, run_agent,
 classify_outcome, SignalScanner, RoodaError, UsageError, ConfigError. They are what a
 vendoring repository may import; their signatures may still change between minor
 versions (the command line and the log formats are the stable interface).
 
-Parts, bottom-up (each name is defined before it is used), and what each owns:
-   1. Header and constants   paths, phases, outcome / cause / status words, I/O tunables
+Parts, bottom-up, and what each owns. A function's body uses only names defined above
+it, except `command_resume`, which hands the resumed run back to `dispatch` (the one
+cycle); annotations may name a later class (the run plan, an iteration under way).
+   1. Header and constants   paths, phases, commands, outcome / cause / status words
    2. Errors                 RoodaError and its kinds; Interrupted
-   3. Utilities              formatters, did-you-mean, Record, and every module-level cache
+   3. Utilities              formatters, did-you-mean, Record, and the module-level caches
    4. YAML subset loader     rooda-config.yml without PyYAML
    5. Agent CLIs             the catalogue: one row per CLI (command, format and decoder,
                              logins, pitfalls, its own limit / auth / billing / outage words)
@@ -27,12 +30,14 @@ Parts, bottom-up (each name is defined before it is used), and what each owns:
    7. Configuration          files, tiers, merging, provenance, Go rooda configs, the agent
    8. Prompt                 fragments, templates, PREVIOUS ITERATION, assembly
    9. Processes              signals, process groups, spawning, supervising a child
-  10. Reading output         promise signals, text and event readers, usage, activity
-  11. Outcomes and causes    why an iteration ended; provider trouble; the table of stops
-  12. Gates and git          verify, done_when, requires, stuck, HEAD, commit and push
-  13. Reporting              session logs, progress lines, status line, heartbeats
-  14. The loop               the plan, the state, one iteration in steps, run_loop
-  15. Command line           argparse, plan_run, the commands, status, main
+  10. Reading output         promise signals, readers, usage, what is under way (Activity)
+  11. Outcomes and causes    why an iteration ended, in words; provider trouble and waits;
+                             the table of stops
+  12. Session files          their names, the writer (.log, .jsonl, live file), the reader
+  13. Gates and git          verify, done_when, requires, stuck, HEAD, commit and push, notify
+  14. Reporting              progress lines, status line, heartbeats
+  15. The loop               the plan, the state, one iteration in steps, run_loop
+  16. Command line           argparse, plan_run, the commands, status, main
 """
 from __future__ import annotations
 
@@ -73,8 +78,22 @@ SHIPPED_CONFIG = os.path.join(ROODA_DIR, "rooda-config.json")  # the procedures 
 # File names a workspace (or global) config may have, in the order they are looked for.
 CONFIG_NAMES = ("rooda-config.json", "rooda-config.yml", "rooda-config.yaml")
 PHASES = ("observe", "orient", "decide", "act")  # the four OODA phases, in prompt order
-RESERVED_WORDS = (  # the commands: no procedure may take their names
-    "run", "prompt", "list", "info", "config", "doctor", "vendor", "status", "resume", "help", "version")
+# How much a run says on stderr (-q, default, -v), and SPEC 2's --log-level words (the Go rooda's).
+QUIET, NORMAL, VERBOSE = 0, 1, 2
+LOG_LEVELS = {"debug": VERBOSE, "info": NORMAL, "warn": QUIET, "error": QUIET}
+# The commands and their word counts: (fewest, most, usage). Anything else is a procedure.
+COMMAND_WORDS = {
+    "run": (1, 2, "run <procedure> [max_iterations] [options]"),
+    "prompt": (1, 2, "prompt <file|-> [max_iterations] [options]"),
+    "list": (0, 0, "list"),
+    "info": (1, 1, "info <procedure>"),
+    "config": (0, 2, "config [<procedure>] [--json]"),
+    "doctor": (0, 1, "doctor [<procedure>]"),
+    "status": (0, 1, "status [SESSION] [--all] [--json] [--log-dir DIR]"),
+    "resume": (0, 1, "resume [SESSION] [options]"),
+    "vendor": (1, 1, "vendor <dir> [--force]"),
+}
+RESERVED_WORDS = tuple(COMMAND_WORDS) + ("help", "version")  # no procedure may take their names
 # Iteration outcomes (SPEC 5, the outcome matrix): a provider's limit or outage is
 # waited out and the iteration runs again; a signal ends one as interrupted.
 SUCCESS, COMPLETED, FAILURE, TIMEOUT, REJECTED = "success", "completed", "failure", "timeout", "rejected"
@@ -1425,10 +1444,6 @@ def decode_opencode(event: dict) -> Optional[list]:
     return None
 
 
-# How an agent's output may be read (SPEC 12): `text`, or a registered structured format.
-AGENT_FORMATS = ("text",) + tuple(OUTPUT_FORMATS)
-
-
 class AgentCLI(Record):
     """One agent CLI: everything rooda knows about it (SPEC 9, 12, 13, 17)."""
 
@@ -1443,8 +1458,8 @@ class AgentCLI(Record):
     stream_flags: Tuple[Tuple[str, Optional[str]], ...] = ()  # (flag, value) that turn it on
     login: str = ""                    # what it needs to authenticate (the message when it cannot)
     # Where `doctor` looks for its credentials (a variable, or a file under ~) and who pays
-    # with each, as "WHERE=who pays; ...".
-    credentials: str = ""
+    # with each: (where, who pays) pairs.
+    credentials: Tuple[Tuple[str, str], ...] = ()
     budget_flag: str = ""              # its own spending cap for one run (max_cost passes what is left)
     stop_signal: int = signal.SIGTERM  # what ends it well (SIGTERM, kill_grace, SIGKILL otherwise)
     # Known traps, for `doctor`: (level, applies(argv, env, in a git repository), message).
@@ -1456,7 +1471,7 @@ class AgentCLI(Record):
 
     def paid_by(self, env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
         """The first of its credentials found here, and who pays with it."""
-        for where, who in (pair.partition("=")[::2] for pair in self.credentials.split("; ") if pair):
+        for where, who in self.credentials:
             if os.path.exists(os.path.expanduser(where)) if where.startswith("~") else env.get(where):
                 return where, who
         return None
@@ -1470,9 +1485,10 @@ AGENT_CLIS = (
         command="claude -p --dangerously-skip-permissions --output-format stream-json --verbose",
         stream_format="claude", stream_flags=(("--output-format", "stream-json"),),
         login="ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN), or run `claude` once and /login",
-        credentials="ANTHROPIC_API_KEY=API billing (the Anthropic Console account), not the Claude"
-                    " subscription; CLAUDE_CODE_OAUTH_TOKEN=the Claude subscription of `claude setup-token`;"
-                    " ~/.claude/.credentials.json=the account `claude` /login signed in",
+        credentials=(("ANTHROPIC_API_KEY",
+                      "API billing (the Anthropic Console account), not the Claude subscription"),
+                     ("CLAUDE_CODE_OAUTH_TOKEN", "the Claude subscription of `claude setup-token`"),
+                     ("~/.claude/.credentials.json", "the account `claude` /login signed in")),
         budget_flag="--max-budget-usd",
         # On SIGTERM during a tool, Claude Code 2.1.197 kills the tool and asks the model
         # for its next turn (measured: two more requests and a file written after Ctrl+C);
@@ -1503,9 +1519,9 @@ AGENT_CLIS = (
                 " --color never --json -",
         stream_format="codex", stream_flags=(("--json", None),),
         login="OPENAI_API_KEY, or `codex login`",
-        credentials="CODEX_API_KEY=API billing (the OpenAI Platform account); OPENAI_API_KEY=API billing"
-                    " (the OpenAI Platform account); ~/.codex/auth.json=the ChatGPT plan or API key of"
-                    " `codex login`",
+        credentials=(("CODEX_API_KEY", "API billing (the OpenAI Platform account)"),
+                     ("OPENAI_API_KEY", "API billing (the OpenAI Platform account)"),
+                     ("~/.codex/auth.json", "the ChatGPT plan or API key of `codex login`")),
         pitfalls=(("error", lambda argv, env, repo: "--skip-git-repo-check" not in argv and not repo,
                    "codex exec exits 1 outside a git repository without --skip-git-repo-check"),),
         words=(
@@ -1519,9 +1535,10 @@ AGENT_CLIS = (
         name="gemini", command="gemini --yolo --skip-trust -o stream-json",
         stream_format="gemini", stream_flags=(("-o", "stream-json"), ("--output-format", "stream-json")),
         login="GEMINI_API_KEY (or GOOGLE_API_KEY / Vertex AI settings), or run `gemini` once to log in",
-        credentials="GEMINI_API_KEY=the API key's Google project; GOOGLE_API_KEY=the API key's Google"
-                    " project; GOOGLE_APPLICATION_CREDENTIALS=Vertex AI (the Google Cloud project);"
-                    " ~/.gemini/oauth_creds.json=the Google account `gemini` logged in",
+        credentials=(("GEMINI_API_KEY", "the API key's Google project"),
+                     ("GOOGLE_API_KEY", "the API key's Google project"),
+                     ("GOOGLE_APPLICATION_CREDENTIALS", "Vertex AI (the Google Cloud project)"),
+                     ("~/.gemini/oauth_creds.json", "the Google account `gemini` logged in")),
         pitfalls=(("warning", lambda argv, env, repo: "--skip-trust" not in argv and
                    env.get("GEMINI_CLI_TRUST_WORKSPACE") != "true",
                    "gemini exits 55 in an untrusted folder; add --skip-trust or set"
@@ -1537,42 +1554,44 @@ AGENT_CLIS = (
         stream_format="copilot", stream_flags=(("--output-format", "json"),),
         login="GH_TOKEN or GITHUB_TOKEN (COPILOT_PROVIDER_API_KEY with your own provider), or"
               " `copilot` then /login",
-        credentials="COPILOT_GITHUB_TOKEN=the GitHub account's Copilot plan; GH_TOKEN=the GitHub account's"
-                    " Copilot plan; GITHUB_TOKEN=the GitHub account's Copilot plan;"
-                    " COPILOT_PROVIDER_API_KEY=your own model provider",
+        credentials=(("COPILOT_GITHUB_TOKEN", "the GitHub account's Copilot plan"),
+                     ("GH_TOKEN", "the GitHub account's Copilot plan"),
+                     ("GITHUB_TOKEN", "the GitHub account's Copilot plan"),
+                     ("COPILOT_PROVIDER_API_KEY", "your own model provider")),
         pitfalls=(("error", lambda argv, env, repo: "-p" in argv or "--prompt" in argv,
                    "copilot ignores stdin when -p is given; drop -p"),)),
     AgentCLI(
         name="cursor-agent", command="cursor-agent -p --force --trust --output-format text {prompt}",
-        login="CURSOR_API_KEY, or `cursor-agent login`", credentials="CURSOR_API_KEY=the Cursor account",
+        login="CURSOR_API_KEY, or `cursor-agent login`",
+        credentials=(("CURSOR_API_KEY", "the Cursor account"),),
         pitfalls=(("warning", lambda argv, env, repo: not env.get("CURSOR_API_KEY"),
                    "cursor-agent without CURSOR_API_KEY waits for a browser login"),
                   ("warning", lambda argv, env, repo: "--trust" not in argv,
                    "cursor-agent refuses an untrusted folder with exit 0; add --trust"))),
     AgentCLI(
         name="kiro-cli", command="kiro-cli chat --no-interactive --trust-all-tools", aliases=("kiro",),
-        login="KIRO_API_KEY", credentials="KIRO_API_KEY=the Kiro account",
+        login="KIRO_API_KEY", credentials=(("KIRO_API_KEY", "the Kiro account"),),
         pitfalls=(("warning", lambda argv, env, repo: not env.get("KIRO_API_KEY"),
                    "kiro-cli runs headless only with KIRO_API_KEY (Pro plans)"),)),
     AgentCLI(
         name="amp", command="amp --dangerously-allow-all -x",
         stream_format="claude", stream_flags=(("--stream-json", None),), login="AMP_API_KEY",
-        credentials="AMP_API_KEY=the Amp account",
+        credentials=(("AMP_API_KEY", "the Amp account"),),
         pitfalls=(("error", lambda argv, env, repo: not env.get("AMP_API_KEY"),
                    "amp without AMP_API_KEY waits forever for a login; set AMP_API_KEY"),)),
     AgentCLI(
         name="opencode", command="opencode run --auto --format json",
         stream_format="opencode", stream_flags=(("--format", "json"),),
         login="the provider's key, from `opencode auth login`",
-        credentials="~/.local/share/opencode/auth.json=the providers of `opencode auth login`",
+        credentials=(("~/.local/share/opencode/auth.json", "the providers of `opencode auth login`"),),
         pitfalls=(("warning", lambda argv, env, repo: "--auto" not in argv,
                    "opencode without --auto rejects permission requests silently"),)),
     AgentCLI(
         name="qwen", command="qwen --yolo -o stream-json",
         stream_format="claude", stream_flags=(("-o", "stream-json"), ("--output-format", "stream-json")),
         login="OPENAI_API_KEY (with OPENAI_BASE_URL), or `qwen` then /auth",
-        credentials="OPENAI_API_KEY=the OpenAI-compatible provider's API billing;"
-                    " ~/.qwen/oauth_creds.json=the Qwen account `qwen` logged in",
+        credentials=(("OPENAI_API_KEY", "the OpenAI-compatible provider's API billing"),
+                     ("~/.qwen/oauth_creds.json", "the Qwen account `qwen` logged in")),
         words=((CAUSE_AUTH, r"\[API Error: 401\b", None),
                (CAUSE_OUTAGE, r"\[API Error: (?:Connection error|5\d\d\b)", None))),
     AgentCLI(
@@ -1586,11 +1605,22 @@ AGENT_CLIS = (
         name="aider", command="aider --message-file {prompt_file} --yes-always --no-pretty --no-stream"
                               " --no-check-update --no-analytics --no-show-model-warnings",
         login="OPENAI_API_KEY or ANTHROPIC_API_KEY (or the model's provider key)",
-        credentials="OPENAI_API_KEY=API billing (OpenAI); ANTHROPIC_API_KEY=API billing (Anthropic)",
+        credentials=(("OPENAI_API_KEY", "API billing (OpenAI)"),
+                     ("ANTHROPIC_API_KEY", "API billing (Anthropic)")),
         pitfalls=(("warning", lambda argv, env, repo: True,
                    "aider exits 0 after API failures and never runs shell commands itself; use a"
                    " `verify` gate"),)),
 )
+# How an agent's output may be read (SPEC 12): `text`, or a format a decoder registered;
+# every row's format is one of them.
+AGENT_FORMATS = ("text",) + tuple(OUTPUT_FORMATS)
+assert all(cli.stream_format in AGENT_FORMATS for cli in AGENT_CLIS), "a row names an unregistered format"
+# The error categories the CLIs report (Claude's `error`, Copilot's `errorType`, OpenCode's
+# error `name`), and the cause each one is (SPEC 15); an HTTP status decides where it is given.
+ERROR_CATEGORIES = {
+    "authentication_failed": CAUSE_AUTH, "authentication": CAUSE_AUTH, "billing_error": CAUSE_BILLING,
+    "rate_limit": CAUSE_LIMIT, "rate_limit_error": CAUSE_LIMIT, "overloaded": CAUSE_OUTAGE,
+    "overloaded_error": CAUSE_OUTAGE, "server_error": CAUSE_OUTAGE, "api_error": CAUSE_OUTAGE}
 # The presets by name, and their other names.
 PRESETS = {cli.name: cli for cli in AGENT_CLIS}
 PRESET_ALIASES = {alias: cli.name for cli in AGENT_CLIS for alias in cli.aliases}
@@ -1799,7 +1829,7 @@ SETTINGS = (
     Setting(key="log_dir", default="logs", check=_v_str),
     Setting(key="max_output_buffer", default=65536, check=_Number(MIN_OUTPUT_BUFFER, whole=True),
             procedure=True),
-    Setting(key="log_level", default="info", check=_Choice("debug", "info", "warn", "error"),
+    Setting(key="log_level", default="info", check=_Choice(*LOG_LEVELS),
             flag="--log-level", metavar="LEVEL",
             help="the Go rooda's flag: debug = --verbose, warn/error = --quiet"),
     Setting(key="log_timestamp_format", default="time", check=_v_str),
@@ -4267,16 +4297,15 @@ def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bo
     limit_kind, said, resets = report.limit or ("", None, None)
     if report.error is not None:
         message, status, category = report.error
-        word = (category or "").lower()
+        word = ERROR_CATEGORIES.get((category or "").lower())
         cause, kind, _ = provider_words(message)
-        if status == 401 or word in ("authentication_failed", "authentication"):
+        if status == 401 or word == CAUSE_AUTH:
             cause = CAUSE_AUTH
-        elif status == 402 or word == "billing_error":
+        elif status == 402 or word == CAUSE_BILLING:
             cause = CAUSE_BILLING
-        elif cause is None and (status == 429 or word in ("rate_limit", "rate_limit_error") or report.limit):
+        elif cause is None and (status == 429 or word == CAUSE_LIMIT or report.limit):
             cause = CAUSE_LIMIT
-        elif cause is None and (status is not None and 500 <= status <= 599 or word in (
-                "overloaded", "overloaded_error", "server_error", "api_error")):
+        elif cause is None and (status is not None and 500 <= status <= 599 or word == CAUSE_OUTAGE):
             cause = CAUSE_OUTAGE
         if cause == CAUSE_LIMIT:
             return ProviderTrouble(kind=cause, message=message, limit=limit_kind or kind or "rate limit",
@@ -4321,26 +4350,51 @@ STOP_ERROR = "error"
 STOP_LIMITED, STOP_UNAVAILABLE = "limited", "unavailable"
 STOP_INTERRUPTED, STOP_INTERRUPTED_BETWEEN, STOP_INTERRUPTED_WAITING = \
     "interrupted", "interrupted between", "interrupted waiting"
+
+
+class Stop(Record):
+    """One way a run stops: its status (session_end, `status`), exit code (None: 128 + the
+    signal's number), closing line (formatted by _closing_line), how that line is said
+    (LEVEL_*), and whether `resume` may go on with the session."""
+
+    status: str
+    exit_code: Optional[int]
+    words: str
+    level: str = "error"
+    resumable: bool = False
+
+
 STOPS = {
-    STOP_SUCCESS: (STATUS_COMPLETED, 0, "Completed: agent signalled SUCCESS ({done}, total: {total})"),
-    STOP_CAP: (STATUS_COMPLETED, 0, "Reached max iterations: {cap} (total: {total})"),
-    STOP_TIME: (STATUS_COMPLETED, 0, "Completed: time budget of {max_time} reached ({done}, total: {total})"),
-    STOP_COST: (STATUS_COMPLETED, 0, "Completed: cost budget of {max_cost} reached ({done}, total: {total})"),
-    STOP_DONE_WHEN: (STATUS_COMPLETED, 0,
-                     "Completed: done_when reports nothing left to do ({done}, total: {total})"),
-    STOP_ABORTED: (STATUS_ABORTED, 1,
-                   "Aborting after {failures} consecutive failures ({done} completed, total: {total})"),
-    STOP_HELP: (STATUS_ABORTED, 1, "The agent asked for help ({done} completed, total: {total})"),
-    STOP_STUCK: (STATUS_STUCK, 3, "Stuck: {reason} ({done} completed, total: {total})"),
-    STOP_LIMITED: (STATUS_LIMITED, 4, "Stopped at a {reason} ({done} completed, total: {total})"),
-    STOP_UNAVAILABLE: (STATUS_UNAVAILABLE, 4, "Stopped: {reason} ({done} completed, total: {total})"),
-    STOP_ERROR: (STATUS_ERROR, 2, "{reason}"),
-    STOP_INTERRUPTED: (STATUS_INTERRUPTED, None, "Interrupted by {signal} during iteration {during}"
-                       " ({done} completed, total: {total})"),
-    STOP_INTERRUPTED_BETWEEN: (STATUS_INTERRUPTED, None, "Interrupted by {signal} between iterations"
-                               " ({done} completed, total: {total})"),
-    STOP_INTERRUPTED_WAITING: (STATUS_INTERRUPTED, None, "Interrupted by {signal} while waiting for {waiting}"
-                               " ({done} completed, total: {total})"),
+    STOP_SUCCESS: Stop(status=STATUS_COMPLETED, exit_code=0, level="info",
+                       words="Completed: agent signalled SUCCESS ({done}, total: {total})"),
+    STOP_CAP: Stop(status=STATUS_COMPLETED, exit_code=0, level="info",
+                   words="Reached max iterations: {cap} (total: {total})"),
+    STOP_TIME: Stop(status=STATUS_COMPLETED, exit_code=0, level="info",
+                    words="Completed: time budget of {max_time} reached ({done}, total: {total})"),
+    STOP_COST: Stop(status=STATUS_COMPLETED, exit_code=0, level="info",
+                    words="Completed: cost budget of {max_cost} reached ({done}, total: {total})"),
+    STOP_DONE_WHEN: Stop(status=STATUS_COMPLETED, exit_code=0, level="info",
+                         words="Completed: done_when reports nothing left to do ({done}, total: {total})"),
+    STOP_ABORTED: Stop(status=STATUS_ABORTED, exit_code=1, words="Aborting after {failures} consecutive"
+                       " failures ({done} completed, total: {total})"),
+    STOP_HELP: Stop(status=STATUS_ABORTED, exit_code=1,
+                    words="The agent asked for help ({done} completed, total: {total})"),
+    STOP_STUCK: Stop(status=STATUS_STUCK, exit_code=3,
+                     words="Stuck: {reason} ({done} completed, total: {total})"),
+    STOP_LIMITED: Stop(status=STATUS_LIMITED, exit_code=4, resumable=True,
+                       words="Stopped at a {reason} ({done} completed, total: {total})"),
+    STOP_UNAVAILABLE: Stop(status=STATUS_UNAVAILABLE, exit_code=4, resumable=True,
+                           words="Stopped: {reason} ({done} completed, total: {total})"),
+    STOP_ERROR: Stop(status=STATUS_ERROR, exit_code=2, words="{reason}"),
+    STOP_INTERRUPTED: Stop(status=STATUS_INTERRUPTED, exit_code=None, level="always", resumable=True,
+                           words="Interrupted by {signal} during iteration {during} ({done} completed,"
+                           " total: {total})"),
+    STOP_INTERRUPTED_BETWEEN: Stop(status=STATUS_INTERRUPTED, exit_code=None, level="always", resumable=True,
+                                   words="Interrupted by {signal} between iterations ({done} completed,"
+                                   " total: {total})"),
+    STOP_INTERRUPTED_WAITING: Stop(status=STATUS_INTERRUPTED, exit_code=None, level="always", resumable=True,
+                                   words="Interrupted by {signal} while waiting for {waiting} ({done}"
+                                   " completed, total: {total})"),
 }
 
 
@@ -4599,7 +4653,6 @@ class SessionLog:
         return self.shown
 
 
-QUIET, NORMAL, VERBOSE = 0, 1, 2
 OUTLET_BUFFER_BYTES = 8 << 20  # output held for a reader that is not reading, then dropped
 # At the end of a run, how long a stalled reader is waited for before it is given up.
 OUTLET_STALL_SECONDS = 2.0
@@ -5630,13 +5683,13 @@ class LoopState:
 
     @property
     def status(self) -> str:
-        return STOPS[self.stop][0] if self.stop else "running"
+        return STOPS[self.stop].status if self.stop else "running"
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
     def exit_code(self) -> int:
-        code = STOPS[self.stop][1] if self.stop else None
+        code = STOPS[self.stop].exit_code if self.stop else None
         return 128 + (self.interrupted_by or signal.SIGINT) if code is None else code
 
     def usage_totals(self) -> Optional[Dict[str, Any]]:
@@ -6043,7 +6096,7 @@ def _closing_line(state: LoopState, plan: RunPlan) -> str:
     if stop == STOP_INTERRUPTED:
         stop = STOP_INTERRUPTED_WAITING if state.waiting_for else \
             STOP_INTERRUPTED if state.interrupted_during is not None else STOP_INTERRUPTED_BETWEEN
-    words = STOPS[stop][2].format(
+    words = STOPS[stop].words.format(
         done=plural(state.finished, "iteration"), total=format_duration(state.elapsed()),
         reason=state.reason, failures=state.consecutive_failures, cap=plan.max_iterations or 0,
         max_time=format_budget(plan.max_time or 0), max_cost=format_cost(plan.max_cost or 0),
@@ -6053,22 +6106,22 @@ def _closing_line(state: LoopState, plan: RunPlan) -> str:
     return words + usage_suffix(state.usage)
 
 
-def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> None:
+def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> str:
+    """The closing line, said at its stop's level (a Progress method's name), with what
+    explains it; returned for the log and session_end."""
     line = _closing_line(state, plan)
-    if state.status == STATUS_INTERRUPTED:
-        progress.always(line)
-    elif state.status != STATUS_COMPLETED:
-        progress.error(line)
+    level = STOPS[state.stop or STOP_SUCCESS].level
+    getattr(progress, level)(line)
+    if level == "error":
         if state.last_reason and state.stop != STOP_ERROR and (
                 state.consecutive_failures or state.stop in (STOP_LIMITED, STOP_UNAVAILABLE)):
             progress.indented("  %s: %s" % state.last_reason, even_quiet=True)
         for excerpt in state.stuck_excerpt:
             progress.indented("  | " + excerpt, even_quiet=True)
-    else:
-        progress.info(line)
-        if state.stop == STOP_CAP and state.failures and state.last_reason:
-            progress.warn("%d of %s failed; the last: %s, %s" % (
-                state.failures, plural(state.finished, "iteration"), *state.last_reason))
+    elif state.stop == STOP_CAP and state.failures and state.last_reason:
+        progress.warn("%d of %s failed; the last: %s, %s" % (
+            state.failures, plural(state.finished, "iteration"), *state.last_reason))
+    return line
 
 
 def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optional[SessionLog] = None,
@@ -6112,8 +6165,7 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
         run.stop(STOP_ERROR, str(exc))
     if guard.signum is not None and state.status != STATUS_INTERRUPTED:
         run.interrupted(guard.signum, None)  # it came as the run ended: no result overrides it
-    _report_end(state, plan, progress)
-    closing = _closing_line(state, plan)
+    closing = _report_end(state, plan, progress)
     if log is not None:
         log.session_end(state, closing)
         progress.info("Log: %s" % log.where())
@@ -6127,18 +6179,6 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
 # came from), one function per command, and main. Each command returns an exit code;
 # only main turns errors into messages.
 
-# The commands and their word counts: (fewest, most, usage). Anything else is a procedure.
-COMMAND_WORDS = {
-    "run": (1, 2, "run <procedure> [max_iterations] [options]"),
-    "prompt": (1, 2, "prompt <file|-> [max_iterations] [options]"),
-    "list": (0, 0, "list"),
-    "info": (1, 1, "info <procedure>"),
-    "config": (0, 2, "config [<procedure>] [--json]"),
-    "doctor": (0, 1, "doctor [<procedure>]"),
-    "status": (0, 1, "status [SESSION] [--all] [--json] [--log-dir DIR]"),
-    "resume": (0, 1, "resume [SESSION] [options]"),
-    "vendor": (1, 1, "vendor <dir> [--force]"),
-}
 USAGE = "\n       ".join("python3 rooda.py " + usage for usage in (
     ["<procedure> [max_iterations] [options]"] + [usage for _, _, usage in COMMAND_WORDS.values()]
     + ["help | version | --help | --version"]))
@@ -6324,10 +6364,6 @@ def _use_color(option: str, stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-# The words of SPEC 2's --log-level / loop.log_level (the Go rooda's) as a verbosity.
-LOG_LEVELS = {"debug": 2, "info": 1, "warn": 0, "error": 0}
 
 
 def _resolve_settings(options: Any, config: Config, procedure_name: str
@@ -6676,7 +6712,7 @@ def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan:
         report("ok", "credentials: %s: %s pays" % paid)
     elif cli.credentials:
         report("warning", "credentials: none of %s found; %s needs %s%s" % (
-            ", ".join(pair.partition("=")[0] for pair in cli.credentials.split("; ")), cli.name, cli.login,
+            ", ".join(where for where, _ in cli.credentials), cli.name, cli.login,
             " (on macOS a login kept in the keychain is not seen here)" if sys.platform == "darwin" else ""))
 
 
@@ -6821,9 +6857,12 @@ def command_vendor(options: Any, directory: str) -> int:
             old: Dict[str, str] = _mapping(_mapping(json.load(stream)).get("files"))
     except (OSError, ValueError):
         old = {}
-    vendored = ["rooda.py", "rooda-config.json"] + [  # and prompts/**, relative to ROODA_DIR
+    # rooda.py, its config, prompts/** and the README: a locked-down machine has no web,
+    # and the documentation must travel with the code it documents.
+    vendored = ["rooda.py", "rooda-config.json"] + [
         os.path.relpath(os.path.join(folder, name), ROODA_DIR)
-        for folder, _, names in os.walk(os.path.join(ROODA_DIR, "prompts")) for name in names]
+        for folder, _, names in os.walk(os.path.join(ROODA_DIR, "prompts")) for name in names] + [
+        name for name in ("README.md",) if os.path.isfile(os.path.join(ROODA_DIR, name))]
     new = {rel: _sha256(os.path.join(ROODA_DIR, rel)) for rel in sorted(vendored)}
     actions: Dict[str, str] = {}       # relative path -> "new" | "update" | "same"
     edited: List[str] = []             # changed since they were vendored (or not rooda's)
@@ -6977,8 +7016,8 @@ def command_resume(options: Any) -> int:
         raise RoodaError("%s was started in %s; resume it from there" % (shown, summary["cwd"]))
     if summary["state"] in (RUN_RUNNING, RUN_STOPPED):
         raise RoodaError("%s is still running (pid %s); `status` says what it does" % (shown, summary["pid"]))
-    if summary["state"] == RUN_ENDED and summary["status"] not in (
-            STATUS_INTERRUPTED, STATUS_LIMITED, STATUS_UNAVAILABLE):
+    if summary["state"] == RUN_ENDED and summary["status"] not in {
+            stop.status for stop in STOPS.values() if stop.resumable}:
         raise RoodaError("%s ended %s, nothing to resume (%s); start a new run instead" % (
             shown, summary["status"], summary["reason"]))
     argv = [str(word) for word in summary["argv"] or ()]

@@ -223,6 +223,9 @@ def test_vendor_then_run_from_the_project(tmp_path):
     assert {"logs/", "__pycache__/"} <= set((vendored / ".gitignore").read_text().splitlines())
     manifest = json.loads((vendored / "manifest.json").read_text())
     assert manifest["files"]["rooda.py"] == rooda._sha256(ROODA)
+    # The manual travels with the code: a vendored copy has its README.
+    assert (vendored / "README.md").read_bytes() == open(os.path.join(os.path.dirname(ROODA), "README.md"),
+                                                          "rb").read()
     dry = subprocess.run([sys.executable, ".rooda/rooda.py", "build", "--dry-run"], cwd=str(project),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
     assert dry.returncode == 0, dry.stderr
