@@ -130,7 +130,7 @@ FEEDBACK_TAIL_BYTES = 2048  # bytes of the previous iteration's output in the ne
 # Largest prompt passed as one argument with {prompt} (ARG_MAX is often 128 KiB per arg).
 PROMPT_ARG_LIMIT = 128 * 1024
 MIN_OUTPUT_BUFFER = 1024  # the smallest max_output_buffer (the Go rooda's floor, SPEC 3 rev 2)
-DEFAULT_MAX_ITERATIONS = 5  # the cap when no tier sets one (seed 000)
+DEFAULT_MAX_ITERATIONS = 5  # the cap when no tier sets one
 # The only two tokens replaced in an agent command: the path of a temporary file with
 # the prompt, and the prompt itself as one argument (SPEC 7).
 PROMPT_FILE_TOKEN = "{prompt_file}"
@@ -190,11 +190,11 @@ class Interrupted(Exception):
 
 
 # ==== 3. Utilities ====================================================
-# Every formatter of the file, small helpers, and the immutable Record. Module-level
-# caches are listed in the "Internal state" block at the end of this part.
+# The formatters several parts share, small helpers, and the immutable Record. The
+# module-level caches are in the "internal state" block at the end of this part.
 
 def format_duration(seconds: float) -> str:
-    """45.2s under a minute, then 2m16s, then 1h02m03s (seed 000's progress lines)."""
+    """45.2s under a minute, then 2m16s, then 1h02m03s (as progress lines say it)."""
     if round(seconds, 1) < 60:
         return "%.1fs" % max(seconds, 0.0)
     whole = int(round(seconds))  # 59.96 is 1m00s, not 0m59s
@@ -347,6 +347,20 @@ def _one_line(text: object, limit: int = 160) -> str:
     return ""
 
 
+class _suppress:
+    """`with _suppress(OSError): ...` ignores those errors: contextlib.suppress, whose import
+    would cost start-up."""
+
+    def __init__(self, *kinds: type) -> None:
+        self.kinds = kinds
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, kind: Optional[type], *rest: object) -> bool:
+        return kind is not None and issubclass(kind, self.kinds)
+
+
 def _number(value: object) -> Optional[float]:
     """A finite JSON number that fits a float, else None (JSON parsers accept 1e999, which is
     infinite, and an integer of 400 digits)."""
@@ -415,20 +429,6 @@ class Ticker:
         if now >= self.due:
             self.due = now + self.interval
             self.callback()
-
-
-class _suppress:
-    """`with _suppress(OSError): ...` ignores those errors: contextlib.suppress, whose import
-    would cost start-up."""
-
-    def __init__(self, *kinds: type) -> None:
-        self.kinds = kinds
-
-    def __enter__(self) -> None:
-        pass
-
-    def __exit__(self, kind: Optional[type], *rest: object) -> bool:
-        return kind is not None and issubclass(kind, self.kinds)
 
 
 def plural(count: int, word: str) -> str:
@@ -504,11 +504,12 @@ class Record:
 
 
 # -- internal state --------------------------------------------------------------------
-# Every module-level variable that changes, in one place (a reader who suspects stale
-# data looks here). Files and what was read from them are remembered by path with the
-# stat signature they were read under: a prompt is assembled afresh every iteration and
-# HEAD read twice, but an unchanged file need not be read again (git replaces a ref by
-# renaming a new file over it, so a new inode says it changed).
+# Every module-level cache, in one place (a reader who suspects stale data looks here);
+# the run's other shared state is the helper processes (_HELPERS, part 9) and its mark
+# ROODA_RUN in the environment (command_run). Files and what was read from them are
+# remembered by path with the stat signature they were read under: a prompt is assembled
+# afresh every iteration and HEAD read twice, but an unchanged file need not be read
+# again (git replaces a ref by renaming a new file over it, so a new inode says it changed).
 _FILE_CACHE: Dict[Tuple[str, str], Tuple[tuple, Any]] = {}
 _HEADS: Dict[str, Tuple[tuple, Optional[str]]] = {}  # HEAD per git dir, by its files' signatures
 _PROGRAM_PATHS: Dict[Tuple[str, str], Optional[str]] = {}  # (program, PATH) -> where it is
@@ -1068,8 +1069,9 @@ def load_yaml(text: str, path: str = "<string>") -> object:
 # JSON object into rooda's events. A new CLI is a row (and a decoder when its format is
 # new); every other list of CLIs, presets or formats is derived from these two tables.
 
-# Events are tuples, their kind first (cheap to make: a busy agent emits thousands); the
-# constructors below are the only place their layouts are written.
+# Events are tuples, their kind first (cheap to make: a busy agent emits thousands),
+# made by the constructors below -- but for skim_claude, the fast path for Claude's
+# busiest lines, which writes a tool result's tuple itself.
 EV_TEXT, EV_TOOL, EV_TOOL_RESULT, EV_USAGE = "text", "tool", "tool_result", "usage"
 EV_LIMIT, EV_ERROR, EV_NOTICE, EV_RETRY, EV_RESULT = "limit", "error", "notice", "retry", "result"
 # The usage figures rooda keeps (SPEC 8 `usage`), each None until the agent reports it.
@@ -1453,7 +1455,7 @@ class AgentCLI(Record):
     # where its structured mode was checked against the real CLI, the preset uses it.
     command: str
     env: Optional[Dict[str, str]] = None
-    aliases: Tuple[str, ...] = ()      # other names (jomadu/ralph calls kiro-cli `kiro`)
+    aliases: Tuple[str, ...] = ()      # other names (the Go rooda calls kiro-cli `kiro`)
     stream_format: str = "text"        # the format its structured mode prints
     stream_flags: Tuple[Tuple[str, Optional[str]], ...] = ()  # (flag, value) that turn it on
     login: str = ""                    # what it needs to authenticate (the message when it cannot)
@@ -1477,8 +1479,8 @@ class AgentCLI(Record):
         return None
 
 
-# The catalogue, in auto-detection order (SPEC 3). Sources for each preset's flags and
-# pitfalls are in the README's preset table.
+# The catalogue, in auto-detection order (SPEC 3); the README's preset table shows each
+# row's command and what it needs.
 AGENT_CLIS = (
     AgentCLI(
         name="claude",
@@ -1874,7 +1876,7 @@ _V_ALIAS_MAPPING = _v_mapping("{command: '...', format: claude, env: {...}}", {
 
 
 def _v_alias(value: object) -> Optional[str]:
-    """An agent alias: a command string, or {command, format, env} (jomadu/ralph's form)."""
+    """An agent alias: a command string, or {command, format, env} (the Go rooda's form)."""
     if isinstance(value, dict):
         if not value.get("command"):
             return "needs a 'command' (a mapping like {command: '...', format: claude, env: {...}})"
@@ -4580,7 +4582,7 @@ class SessionLog:
         except OSError as exc:
             self._failed(exc)
 
-    # -- the shapes: seed 002's .log for people, SPEC 8's events for programs ------------
+    # -- the shapes: the .log for people (the Go rooda's), SPEC 8's events for programs --
 
     def session_start(self, plan: "RunPlan", agent: "AgentCommand", started_wall: float,
                       resumed: Optional[Dict[str, Any]] = None) -> None:
@@ -5622,8 +5624,8 @@ def _same_file(first: TextIO, second: TextIO) -> bool:
 # ==== 15. The loop ====================================================
 # One _Run per run. before_iteration is SPEC 5's checklist, in its order. An iteration
 # is a few steps a reader can hold: begin (prompt, HEAD, the log's header), run the
-# agent, judge (provider trouble, verify, the outcome, git), count (state only),
-# announce (progress and log only), and decide what comes next (a wait, a stop, or the
+# agent, judge (provider trouble, verify, the outcome, git), count (the counters),
+# announce (progress lines, the log's footer, notify), and decide what comes next (a wait, a stop, or the
 # next iteration). run_loop opens and closes the session.
 
 class RunPlan(Record):
@@ -5780,7 +5782,7 @@ class _Run:
         plan, state = self.plan, self.state
         self.during = None
         self.checkpoint()
-        # The threshold first, so that a cap of 1 with a threshold of 1 aborts (seed 000).
+        # The threshold first, so that a cap of 1 with a threshold of 1 aborts (SPEC 5).
         if state.consecutive_failures >= plan.failure_threshold:
             return self.stop(STOP_ABORTED, "%d consecutive failures" % state.consecutive_failures)
         if plan.max_iterations is not None and state.finished >= plan.max_iterations:
@@ -5951,7 +5953,8 @@ class _Run:
             state.consecutive_failures = 0
 
     def announce(self, attempt: _Attempt) -> None:
-        """The iteration's progress lines, warnings and log footer (no state changes)."""
+        """The iteration's progress lines, warnings, log footer and `notify` (no counter
+        changes)."""
         plan, progress, number = self.plan, self.progress, attempt.number
         result, report, outcome = attempt.result, attempt.report, attempt.outcome
         assert result is not None and report is not None
@@ -6318,7 +6321,7 @@ def resolve_max_iterations(options: Any, positional: Optional[str], procedure_na
                            config: Config, prompt: bool = False) -> Tuple[Optional[int], tuple]:
     """SPEC 2's precedence: --max-iterations > --unlimited > positional > the procedure's
     default (or iteration_mode) > loop's default (or iteration_mode) > 5. 0 is unlimited.
-    `prompt <file>` defaults to 1 (seed 002's one ad-hoc run) instead of the config.
+    `prompt <file>` defaults to 1 (one ad-hoc run) instead of the config.
     Returns the cap (None: unlimited) and where it came from."""
     if options.max_iterations is not None:
         return options.max_iterations or None, (TIER_FLAG, "--max-iterations", None)
@@ -7022,7 +7025,7 @@ def command_resume(options: Any) -> int:
             shown, summary["status"], summary["reason"]))
     argv = [str(word) for word in summary["argv"] or ()]
     if not argv:
-        raise RoodaError("%s does not say how it was started (rooda before 0.3 wrote it); start a new run"
+        raise RoodaError("%s does not say how it was started (an older rooda wrote it); start a new run"
                          " instead" % shown)
     usage = {name: value for name, value in (summary["usage"] or {}).items() if value is not None}
     files = SessionFiles.of(path)
