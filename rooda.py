@@ -107,6 +107,7 @@ CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE = "auth", "billing", "limit
 CAUSE_TIMEOUT, CAUSE_AGENT, CAUSE_ERROR = "timeout", "agent", "error"
 CAUSE_VERIFY, CAUSE_GIT, CAUSE_EXIT = "verify", "git", "exit"
 PROVIDER_CAUSES = (CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE)
+GATE_VERIFY, GATE_DONE_WHEN, GATE_GIT = "verify", "done_when", "git"  # the gates' names in the logs
 # How a run ended (the .jsonl's session_end.status); STOPS gives each its exit code.
 STATUS_COMPLETED, STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR = "completed", "aborted", "stuck", "error"
 STATUS_INTERRUPTED, STATUS_LIMITED, STATUS_UNAVAILABLE = "interrupted", "limited", "unavailable"
@@ -1850,6 +1851,8 @@ SETTINGS = (
         _Choice("session_end", "iteration_end", "wait"))),
     Setting(key="verify", default=None, check=_v_command, procedure=True, flag="--verify", metavar="CMD",
             help="quality gate after each iteration (sh -c); a failure rejects the agent's SUCCESS claim"),
+    Setting(key="verify_baseline", default=True, check=_v_bool, procedure=True, flag="--no-verify-baseline",
+            help="skip verify's run before iteration 1 (it says what the agent starts from)"),
     Setting(key="done_when", default=None, check=_v_command, procedure=True, flag="--done-when",
             metavar="CMD", help="queue check before each iteration: exit 0 stops (nothing left)"),
     Setting(key="stuck", default=None, scalar=False, procedure=True, check=_v_optional(_v_mapping(
@@ -2641,7 +2644,10 @@ def describe_previous(previous: "_Attempt", markers: Sequence[str]) -> str:
     text = text.strip("\n")
     head = "Iteration %d ended in %s (exit code %d)." % (
         previous.number, previous.outcome, previous.result.exit_code if previous.result else 0)
-    if previous.reason:
+    if previous.number == 0 and previous.reason:  # verify's baseline (SPEC 20)
+        head = "Before this run, verify failed (%s): %s." % (
+            previous.reason[0][len("verify "):], previous.reason[1])
+    elif previous.reason:
         head += "\nWhy: %s: %s" % previous.reason
         if previous.explanation and previous.reason[0] != CAUSE_AGENT:
             head += "\nThe agent's own explanation: " + previous.explanation
@@ -4623,9 +4629,11 @@ class SessionLog:
     def gate_start(self, gate: str, command: str) -> None:
         self.text("--- %s: %s ---\n" % (gate, command))
 
-    def gate_end(self, gate: str, command: str, exit_code: int, seconds: float) -> None:
+    def gate_end(self, gate: str, command: str, exit_code: int, seconds: float, **more: object) -> None:
+        """`more`: a verify's telling `line`, and `baseline: true` for its run before
+        iteration 1 (SPEC 20)."""
         self.text("--- %s exited %d after %s ---\n" % (gate, exit_code, format_duration(seconds)))
-        self.event("gate", gate=gate, command=command, exit_code=exit_code, seconds=round(seconds, 3))
+        self.event("gate", gate=gate, command=command, exit_code=exit_code, seconds=round(seconds, 3), **more)
 
     def session_end(self, state: "LoopState", summary: str) -> None:
         cost = state.usage.get("cost_usd")
@@ -4754,7 +4762,8 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
         "iterations": 0, "successes": 0, "failures": 0, "limited": 0, "unavailable": 0,
         "elapsed_seconds": None, "usage": None, "last_event": None, "last_event_time": None,
         "waiting_until": None, "waiting_for": None, "activity": None, "tool_calls": None, "tokens": None,
-        "consecutive_failures": 0 if whole else None, "argv": None, "cwd": None, "skipped_lines": 0}
+        "consecutive_failures": 0 if whole else None, "argv": None, "cwd": None, "skipped_lines": 0,
+        "baseline": None, "last_verify": None}
     lines, read_whole = _read_session(path, whole)
     usage: Dict[str, Any] = {}
     begun = last_at = None  # when the session's latest run (its start, or its resume) began
@@ -4802,6 +4811,10 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
                 consecutive = event.get("consecutive_failures")
                 summary["consecutive_failures"] = consecutive if isinstance(consecutive, int) else 0
             add_usage(usage, _mapping(event.get("usage")))
+        elif name == "gate" and event.get("gate") == GATE_VERIFY and isinstance(event.get("exit_code"), int):
+            summary["baseline" if event.get("baseline") else "last_verify"] = {
+                "result": "pass" if event["exit_code"] == 0 else "fail", "exit_code": event["exit_code"],
+                "line": str(event.get("line") or "")}
         elif name == "session_end":
             ended = event
     if not read_whole:  # only what the tail holds: the counts from session_end, else unknown
@@ -4826,6 +4839,17 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
             summary.update(_live_activity(files, now))
     summary["usage"] = {name: usage.get(name) for name in USAGE_FIELDS} if usage else None
     return summary
+
+
+def verify_course(summary: Mapping[str, Any]) -> str:
+    """What verify said before iteration 1 and at the last iteration (SPEC 20): `failing
+    (3 failed, 10 passed) before → passing after`; "" when it never ran."""
+    def said(check: Mapping[str, Any]) -> str:
+        return "passing" if check["result"] == "pass" else "failing (%s)" % (
+            _one_line(check["line"], 100) or "exit %d" % check["exit_code"])
+    last = " after" if summary["baseline"] else " at the last iteration"
+    return " → ".join(said(summary[key]) + words for key, words in (
+        ("baseline", " before"), ("last_verify", last)) if summary[key])
 
 
 def find_sessions(directory: str, shown: str, named: Optional[str] = None) -> List[str]:
@@ -4869,7 +4893,6 @@ def find_sessions(directory: str, shown: str, named: Optional[str] = None) -> Li
 # config. HEAD, read before and after every iteration, comes from the repository's own
 # files: starting git twice per iteration was most of rooda's overhead in a repository.
 
-GATE_VERIFY, GATE_DONE_WHEN, GATE_GIT = "verify", "done_when", "git"
 # Default commit message: {procedure}, {iteration} (1-based) and {summary} (the first line
 # of the agent's final message) are replaced.
 DEFAULT_COMMIT_MESSAGE = "{procedure} {iteration}: {summary}"
@@ -5189,6 +5212,19 @@ def commit_identity(run_git: Callable[..., GitResult]) -> Tuple[Optional[str], s
     return (result.out.rsplit(">", 1)[0] + ">", "") if result.exit_code == 0 else (None, result.message())
 
 
+def gate_trouble(result: AgentResult, timeout: float) -> str:
+    """Why a gate command could not run at all -- exit 126 or 127, a signal, its timeout --
+    as opposed to saying "not yet" or failing (SPEC 6, 20); "" when it ran."""
+    return ("did not finish within %s" % format_budget(timeout) if result.timed_out
+            else "was killed by %s" % result.killed_by if result.killed_by
+            else "exited %d (it cannot run)" % result.exit_code if result.exit_code in (126, 127) else "")
+
+
+def verify_fingerprint(output: bytes) -> str:
+    """What makes two verifier failures the same error (SPEC 15): its cause and its output."""
+    return error_fingerprint(b"%s\n%s" % (CAUSE_VERIFY.encode(), output))
+
+
 class GateRunner:
     """The commands a run runs besides the agent -- its gates, git and `notify` -- each
     under the run's guard and bounded, shown on the status line while it runs and
@@ -5215,9 +5251,9 @@ class GateRunner:
         if self.progress is not None:
             self.progress.end()
 
-    def gate(self, gate: str, command: str) -> AgentResult:
+    def gate(self, gate: str, command: str, baseline: bool = False) -> AgentResult:
         """Run a gate, showing its output in verbose mode and logging it; announced when
-        it takes long or fails (SPEC 5 rev 2)."""
+        it takes long or fails (SPEC 5 rev 2), and always as verify's `baseline` (SPEC 20)."""
         plan, progress = self.plan, self.progress
         assert progress is not None
         if self.log is not None:
@@ -5230,15 +5266,22 @@ class GateRunner:
                               on_stderr=_tee(self.stderr_sink, self.log_sink))
         finally:
             self.end_step()
+        said = _last_line(result.output, ()) if gate == GATE_VERIFY else ""
         if self.log is not None:
-            self.log.gate_end(gate, command, result.exit_code, result.seconds)
+            self.log.gate_end(gate, command, result.exit_code, result.seconds,
+                              **({"line": said} if gate == GATE_VERIFY else {}),
+                              **({"baseline": True} if baseline else {}))
         if result.interrupted is not None:
             raise Interrupted(result.interrupted)
         if result.timed_out:
             progress.warn("%s: `%s` did not finish within %s and was stopped"
                           % (gate, command, format_budget(plan.gate_timeout)))
+        elif baseline:
+            if not gate_trouble(result, plan.gate_timeout):  # (else the run stops, saying why)
+                progress.info("verify passes before iteration 1" if result.exit_code == 0 else
+                              "verify fails before iteration 1 (exit %d)%s" % (
+                                  result.exit_code, ": " + said if said else ""))
         elif gate == GATE_VERIFY and result.exit_code != 0:
-            said = _last_line(result.output, ())
             progress.info("%s: %s failed (exit %d) in %s%s" % (
                 gate, _one_line(command, 80), result.exit_code, format_duration(result.seconds),
                 ": " + said if said else ""))
@@ -5319,7 +5362,8 @@ class GateRunner:
             verify = attempt.cause == CAUSE_VERIFY
             evidence = feedback if verify else ("%s: %s" % attempt.reason).encode() if attempt.reason else b""
             if attempt.outcome in FAILING_OUTCOMES and feedback.strip() and evidence.strip():
-                fingerprint = error_fingerprint(("%s\n" % attempt.cause).encode() + evidence)
+                fingerprint = verify_fingerprint(evidence) if verify else \
+                    error_fingerprint(("%s\n" % attempt.cause).encode() + evidence)
                 state.same_error = state.same_error + 1 if fingerprint == state.fingerprint else 1
                 state.fingerprint = fingerprint
             else:
@@ -5682,6 +5726,8 @@ class LoopState:
         self.waits = 0                      # consecutive attempts the provider stopped
         self.waits_since: Optional[float] = None  # when the first of them ended
         self.waiting_for: Optional[str] = None  # the cause waited out when a signal came
+        self.baseline: Optional[str] = None  # verify before iteration 1: "pass", "fail" (SPEC 20)
+        self.baseline_fingerprint: Optional[str] = None  # of its failure
 
     @property
     def status(self) -> str:
@@ -5797,18 +5843,18 @@ class _Run:
                 return self.stop(STOP_DONE_WHEN, "done_when")
             # 0 is done and every other exit "not yet" (make test exits 2, cargo test 101,
             # pytest 5): only a command that cannot run, or was killed, is an error.
-            if result.exit_code in (126, 127) or result.killed_by or result.timed_out:
-                excerpt = error_excerpt(result.output, 3)
-                how = ("did not finish within %s" % format_budget(plan.gate_timeout) if result.timed_out
-                       else "was killed by %s" % result.killed_by if result.killed_by
-                       else "exited %d (it cannot run)" % result.exit_code)
-                return self.stop(STOP_ERROR, "done_when command `%s` %s%s" % (
-                    plan.done_when, how, ": " + " | ".join(excerpt) if excerpt else ""))
+            if gate_trouble(result, plan.gate_timeout):
+                return self.stop(STOP_ERROR, self.cannot_run(GATE_DONE_WHEN, plan.done_when, result))
         missing = [path for path in plan.gates.requires if not os.path.exists(os.path.join(plan.cwd, path))]
         if missing:
             return self.stop(STOP_ERROR, "procedure %s requires %s, which %s missing%s" % (
                 plan.procedure, ", ".join(missing), "is" if len(missing) == 1 else "are",
                 "; " + plan.gates.requires_hint if plan.gates.requires_hint else ""))
+        if plan.verify and plan.verify_baseline and state.baseline is None:
+            result = self.gates.gate(GATE_VERIFY, plan.verify, baseline=True)
+            if gate_trouble(result, plan.gate_timeout):
+                return self.stop(STOP_ERROR, self.cannot_run(GATE_VERIFY, plan.verify, result))
+            self.baseline(result)
         if state.finished and plan.delay and not state.waits:
             pause = backoff_delay(plan.delay, plan.backoff, state.consecutive_failures)
             following = state.finished + 1
@@ -5817,6 +5863,27 @@ class _Run:
                                    % (format_budget(round(pause, 1)), following))
             self.wait(pause, "waiting before iteration %d" % following)
         return True
+
+    def cannot_run(self, gate: str, command: str, result: AgentResult) -> str:
+        """A gate that cannot run stops the run before the agent spends (SPEC 6, 20)."""
+        excerpt = error_excerpt(result.output, 3)
+        return "%s command `%s` %s%s" % (gate, command, gate_trouble(result, self.plan.gate_timeout),
+                                         ": " + " | ".join(excerpt) if excerpt else "")
+
+    def baseline(self, result: AgentResult) -> None:
+        """What verify said before iteration 1 (SPEC 20). A failure is iteration 1's
+        PREVIOUS ITERATION, and the first of same_error's identical failures."""
+        state = self.state
+        state.baseline = "pass" if result.exit_code == 0 else "fail"
+        if result.exit_code != 0:
+            state.previous = before = _Attempt(0, "0")
+            before.result = before.check = result
+            before.outcome, before.cause, before.verified = FAILURE, CAUSE_VERIFY, False
+            before.reason, before.feedback = verify_words(result), result.output
+            before.source = "the verifier's (`%s`)" % self.plan.verify
+            if result.output.strip():
+                state.fingerprint = state.baseline_fingerprint = verify_fingerprint(result.output)
+                state.same_error = 1
 
     # -- one iteration ------------------------------------------------------------------
 
@@ -5939,6 +6006,9 @@ class _Run:
             attempt.explanation = explanation(report.said, plan.signals["failure"])
         if attempt.cause is not None:
             attempt.reason = cause_words(attempt, plan, self.gates.markers)
+            if attempt.cause == CAUSE_VERIFY and self.state.baseline_fingerprint == verify_fingerprint(
+                    attempt.feedback):
+                attempt.reason = (attempt.reason[0], attempt.reason[1] + " (as before iteration 1)")
 
     def count(self, attempt: _Attempt) -> None:
         """The iteration in the loop's counters (state only)."""
@@ -6139,6 +6209,7 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
     if resumed:
         state.finished, state.failures = resumed["finished"], resumed["failures"]
         state.consecutive_failures, state.usage = resumed["consecutive"], dict(resumed["usage"])
+        state.baseline = (resumed.get("baseline") or {}).get("result")  # (none yet: it runs now)
         state.started -= resumed["seconds"]
         progress.info("Resuming procedure: %s (%s; %s done, %s so far)" % (
             plan.procedure, cap, plural(state.finished, "iteration"), format_duration(resumed["seconds"])))
@@ -6272,7 +6343,10 @@ def build_parser() -> Any:
                          help="replace the %s phase's fragments for this run" % phase)
     run.add_argument("--config", metavar="PATH", help="the workspace config (default ./rooda-config.json)")
     for setting in SETTINGS:
-        if setting.flag:
+        if setting.flag and setting.check is _v_bool:  # a switch: its flag turns the setting off
+            run.add_argument(setting.flag, dest=setting.key, action="store_const", const=False,
+                             help=setting.help)
+        elif setting.flag:
             run.add_argument(setting.flag, dest=setting.key, metavar=setting.metavar, help=setting.help,
                              type=typed(setting.flag, getattr(setting.check, "parse", None)))
     logs = parser.add_argument_group("logs and output")
@@ -6800,6 +6874,10 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
                   " it" % (agent.cli.name, better) if agent.cli and better != "text" else "prefer --timeout"
             report("warning", "idle timeout with a text agent: some CLIs (claude -p among them) print"
                               " nothing until they finish, so a busy iteration looks idle; " + fix)
+        if plan.verify:
+            report("ok", "verify: `%s` after each iteration%s" % (_one_line(plan.verify, 80), (
+                ", and once before iteration 1 to say what the agent starts from (--no-verify-baseline"
+                " skips it)") if plan.verify_baseline else ""))
         _doctor_git(report, plan, cwd)
         for path in plan.gates.requires:
             if not os.path.exists(os.path.join(cwd, path)):
@@ -6941,6 +7019,7 @@ def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
     rows = [("session", _display_path(summary["session"], cwd)), ("procedure", summary["procedure"] or "?"),
             ("state", states[state]), ("now", summary["activity"]),
             ("iteration", figures and " · ".join(figures) + " so far"), ("reason", summary["reason"]),
+            ("verify", verify_course(summary)),
             ("iterations", "%d%s done: %s succeeded, %s failed%s" % (
                 summary["iterations"], "/%d" % cap if cap else "", summary["successes"], summary["failures"],
                 "".join(", %s %s" % (plural(summary[key], "attempt"), words) for key, words in (
@@ -7032,7 +7111,7 @@ def command_resume(options: Any) -> int:
     assert files is not None
     point = {"session": files.base, "finished": summary["iterations"], "usage": usage,
              "failures": summary["failures"], "consecutive": summary["consecutive_failures"],
-             "seconds": summary["elapsed_seconds"] or 0.0}
+             "seconds": summary["elapsed_seconds"] or 0.0, "baseline": summary["baseline"]}
     own, at = list(options.argv), 0  # its own options: its words taken out by position, not value
     for word in ("resume",) + tuple(options.words):
         with _suppress(ValueError):

@@ -54,7 +54,7 @@ def test_verify_is_not_run_after_a_timeout(workspace, agent, capfd):
     agent.script({"actions": [{"sleep": 30}]})
     marker = workspace / "verified"
     code, _, err = run_main(capfd, "build", "-n", "1", "--timeout", "0.3", "--ai-cmd", agent.cmd,
-                            "--verify", "touch %s" % marker)
+                            "--verify", "touch %s" % marker, "--no-verify-baseline")
     assert "(timeout, consecutive: 1/3)" in err and not marker.exists()
 
 
@@ -149,7 +149,7 @@ def test_same_error_stops_as_stuck_with_exit_3_and_shows_the_error(workspace, ag
               ' (0x$$) took $$.5s"; exit 1')
     procedure(workspace, verify=verify, stuck={"same_error": 3})
     agent.script({})
-    code, _, err = run_main(capfd, "p", "-n", "10", "--ai-cmd", agent.cmd)
+    code, _, err = run_main(capfd, "p", "-n", "10", "--ai-cmd", agent.cmd, "--no-verify-baseline")
     assert code == 3 and agent.calls == 3
     lines = progress_lines(err)
     assert lines[-1] == ("ERROR: Stuck: same error in 3 consecutive failures (3 iterations"
@@ -367,7 +367,8 @@ def test_prompt_takes_gates_from_the_loop_settings_and_writes_logs(workspace, ag
 
 def test_sigint_during_a_gate_kills_the_gate_and_exits_130(workspace, agent):
     marker = os.path.join(agent.state, "gate-running")
-    proc = start_rooda(agent, "--verify", "touch %s; echo $$ > %s.pid; sleep 60" % (marker, marker),
+    proc = start_rooda(agent, "--no-verify-baseline",
+                       "--verify", "touch %s; echo $$ > %s.pid; sleep 60" % (marker, marker),
                        cwd=workspace)
     agent.wait_for("gate-running")
     agent.wait_for("gate-running.pid")
