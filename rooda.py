@@ -1134,9 +1134,9 @@ def retry_event(status: object, error: object, attempt: object, most: object) ->
     return (EV_RETRY, words)
 
 
-def result_event(ok: bool, text: Optional[str] = None) -> tuple:
-    """The run-ending event, with the final text."""
-    return (EV_RESULT, ok, text)
+def result_event(ok: bool, text: Optional[str] = None, answer: object = None) -> tuple:
+    """The run-ending event, with the final text and the object a schema asked for."""
+    return (EV_RESULT, ok, text, answer)
 
 
 def _tool_detail(arguments: object) -> str:
@@ -1236,11 +1236,12 @@ def _claude_result(event: dict) -> list:
         message = final or "; ".join(str(e) for e in _list(event.get("errors"))) or \
             str(event.get("subtype") or "error")
         status = _number(event.get("api_error_status"))
-        return events + [error_event(message, int(status) if status else None), result_event(False)]
+        return events + [error_event(message, int(status) if status else None, event.get("subtype")),
+                         result_event(False)]
     if final is not None and final.startswith("[API Error"):
         # Qwen Code reports a failed request as a successful result (exit 0).
         return events + [error_event(final), result_event(False)]
-    return events + [result_event(True, final)]
+    return events + [result_event(True, final, event.get("structured_output"))]
 
 
 @output_format("claude", skim=skim_claude, reports_cost=True)
@@ -1464,6 +1465,10 @@ class AgentCLI(Record):
     # with each: (where, who pays) pairs.
     credentials: Tuple[Tuple[str, str], ...] = ()
     budget_flag: str = ""              # its own spending cap for one run (max_cost passes what is left)
+    # Its flag that makes the answer an object of a JSON schema (`verdict: schema`): the
+    # schema as text, or (schema_file) in a file.
+    schema_flag: str = ""
+    schema_file: bool = False
     stop_signal: int = signal.SIGTERM  # what ends it well (SIGTERM, kill_grace, SIGKILL otherwise)
     # Known traps, for `doctor`: (level, applies(argv, env, in a git repository), message).
     pitfalls: Tuple[Tuple[str, Callable[[Sequence[str], Mapping[str, str], bool], bool], str], ...] = ()
@@ -1492,7 +1497,7 @@ AGENT_CLIS = (
                       "API billing (the Anthropic Console account), not the Claude subscription"),
                      ("CLAUDE_CODE_OAUTH_TOKEN", "the Claude subscription of `claude setup-token`"),
                      ("~/.claude/.credentials.json", "the account `claude` /login signed in")),
-        budget_flag="--max-budget-usd",
+        budget_flag="--max-budget-usd", schema_flag="--json-schema",
         # On SIGTERM during a tool, Claude Code 2.1.197 kills the tool and asks the model
         # for its next turn (measured: two more requests and a file written after Ctrl+C);
         # SIGINT ends the turn and the tools.
@@ -1521,6 +1526,7 @@ AGENT_CLIS = (
         command="codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check"
                 " --color never --json -",
         stream_format="codex", stream_flags=(("--json", None),),
+        schema_flag="--output-schema", schema_file=True,
         login="OPENAI_API_KEY, or `codex login`",
         credentials=(("CODEX_API_KEY", "API billing (the OpenAI Platform account)"),
                      ("OPENAI_API_KEY", "API billing (the OpenAI Platform account)"),
@@ -1851,6 +1857,7 @@ SETTINGS = (
         _Choice("session_end", "iteration_end", "wait"))),
     Setting(key="verify", default=None, check=_v_command, procedure=True, flag="--verify", metavar="CMD",
             help="quality gate after each iteration (sh -c); a failure rejects the agent's SUCCESS claim"),
+    Setting(key="verdict", default="markers", check=_Choice("markers", "schema"), procedure=True),
     Setting(key="verify_baseline", default=True, check=_v_bool, procedure=True, flag="--no-verify-baseline",
             help="skip verify's run before iteration 1 (it says what the agent starts from)"),
     Setting(key="done_when", default=None, check=_v_command, procedure=True, flag="--done-when",
@@ -2674,6 +2681,9 @@ def build_prompt(plan: RunPlan, previous: Optional["_Attempt"]) -> str:
     feedback = None
     if plan.feedback and previous is not None and previous.outcome in FAILING_OUTCOMES:
         feedback = describe_previous(previous, signal_markers(plan.signals))
+    if plan.feedback and previous is not None and previous.next_step:  # its verdict's (SPEC 21)
+        feedback = (feedback + "\n\n" if feedback else "Iteration %d ended in %s.\n" % (
+            previous.number, previous.outcome)) + "Its next step, in its own words: " + previous.next_step
     return assemble_prompt(phases, plan.context, feedback)
 
 
@@ -3696,6 +3706,7 @@ class StreamReport(Record):
     notice: Optional[str] = None    # the last retry or warning the CLI reported
     said: str = ""                  # the agent's last words (text: the output's tail)
     last_text: str = ""             # its final message (text: the last non-empty line)
+    answer: object = None           # the object a schema flag asked for, where the CLI says it apart
 
 
 class Reader:
@@ -3825,6 +3836,7 @@ class EventReader(Reader):
         self.partial: Dict[object, dict] = {}  # usage per message, until the run's comes
         self.said = _Tail(8192)             # the assistant's words (for its explanation)
         self.last_text = ""                 # its last message (for a commit's summary)
+        self.answer: object = None          # the object its schema flag asked for (Claude)
         self.in_delta = False               # the last event was a chunk of a longer text
         self.doing = ("thinking", "", time.monotonic())  # (kind, detail, since): activity_words
         self.text_open = False              # the last text shown did not end its line
@@ -3980,7 +3992,7 @@ class EventReader(Reader):
             self.doing = ("retrying", event[1], time.monotonic())
             self._show("  · " + self.notice)
         elif kind == EV_RESULT:
-            _, self.ended, text = event
+            _, self.ended, text, self.answer = event
             if self.ended and text:
                 data = text.encode("utf-8", "replace")
                 self.scanner.feed("assistant", b"\n" + data + b"\n")
@@ -4033,7 +4045,7 @@ class EventReader(Reader):
         return StreamReport(signals=self.scanner.finish(), tail=tail, own_text=self.own_text,
                             output_bytes=self.fallback.output_bytes, error=self.error,
                             limit=self.limit, cut_short=self.ended is None, structured=True,
-                            usage=usage, notice=self.notice, last_text=self.last_text,
+                            usage=usage, notice=self.notice, last_text=self.last_text, answer=self.answer,
                             said=self.said.bytes().decode("utf-8", "replace"))
 
 
@@ -4455,6 +4467,32 @@ def provider_wait(trouble: ProviderTrouble, plan: RunPlan, waits: int, waited: f
     if plan.max_time is not None and elapsed + wait > plan.max_time:
         return wait, "beyond the time budget (%s)" % format_budget(plan.max_time)
     return wait, None
+
+
+# The verdict an agent returns through its CLI's schema flag (SPEC 21): nothing else.
+VERDICT_SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "required": ["status", "summary", "explanation", "next_step"],
+    "properties": {"status": {"type": "string", "enum": ["success", "failure", "continue"]},
+                   "summary": {"type": "string", "maxLength": 200}, "explanation": {"type": "string"},
+                   "next_step": {"type": ["string", "null"]}}}
+
+
+def verdict_problem(given: object) -> str:
+    """What makes an object not a verdict of VERDICT_SCHEMA, checked here (Codex does not
+    say it validated it); "" for a good one."""
+    if not isinstance(given, dict):
+        return "not a JSON object"
+    odd = sorted(set(given) ^ set(VERDICT_SCHEMA["required"]))  # type: ignore[call-overload]
+    if odd:
+        return "%s %s" % ("unknown" if odd[0] in given else "no", odd[0])
+    if given["status"] not in ("success", "failure", "continue"):
+        return "status %r" % (given["status"],)
+    if not isinstance(given["summary"], str) or len(given["summary"]) > 200 or "\n" in given["summary"]:
+        return "summary not one line of at most 200 characters"
+    if not isinstance(given["explanation"], str) or not isinstance(given["next_step"], (str, type(None))):
+        return "explanation or next_step not text"
+    return ""
 
 
 # ==== 12. Session files ===============================================
@@ -5763,6 +5801,8 @@ class _Attempt:
         self.cause: Optional[str] = None
         self.reason: Optional[Tuple[str, str]] = None  # the cause in words: ("exit 1", "<its line>")
         self.explanation = ""                       # the agent's own, when it signalled FAILURE
+        self.verdict: object = None                 # its schema verdict, as it gave it
+        self.next_step: Optional[str] = None        # what the verdict says comes next
         self.commit: Dict[str, Any] = {}            # what the git gate committed and pushed
         self.feedback, self.source = b"", "the agent's"  # what the next prompt quotes, whose
 
@@ -5794,7 +5834,7 @@ class _Run:
             progress.on_tick = lambda: log.write_live(dict(
                 pid=os.getpid(), iteration=self.during,
                 **(progress.activity.record() if progress.activity else {})))
-        self.cost_unknown_said = False
+        self.cost_unknown_said = self.verdict_said = False
         self.fragment_names = _fragment_names(plan)  # for the logs: the same every iteration
 
     # -- waits and stops ---------------------------------------------------------------
@@ -5958,6 +5998,15 @@ class _Run:
             # spend far past it (SPEC 16). At least a cent: Claude refuses 0.00.
             left = max(plan.max_cost - self.state.usage.get("cost_usd", 0), 0)
             argv += [cli.budget_flag, "%.2f" % (max(int(round(left * 100, 6)), 1) / 100)]
+        schema = json.dumps(VERDICT_SCHEMA) if plan.verdict == "schema" and cli else None
+        if schema and cli and cli.schema_file:  # (written for this iteration, removed after it)
+            import tempfile
+            handle, schema = tempfile.mkstemp(prefix="rooda-schema-", suffix=".json")
+            with os.fdopen(handle, "w") as stream:
+                stream.write(json.dumps(VERDICT_SCHEMA))
+        if schema and cli:  # before a closing `-` (the prompt on stdin), as the CLI reads it
+            at = len(argv) - (argv[-1:] == ["-"])
+            argv[at:at] = [cli.schema_flag, schema]
         ticker = self.progress.begin(Activity("agent", since=started, reader=reader, label=label))
         try:
             attempt.result = result = run_agent(
@@ -5967,6 +6016,9 @@ class _Run:
                               stop_signal=cli.stop_signal if cli else signal.SIGTERM))
         finally:
             self.progress.end()
+            if schema and cli and cli.schema_file:
+                with _suppress(OSError):
+                    os.unlink(schema)
         attempt.report = report = reader.finish(result)
         if report.usage:
             add_usage(self.state.usage, report.usage)
@@ -5978,6 +6030,8 @@ class _Run:
         said before it: the iteration runs again and says so again if it was done; verify
         does not judge work the provider cut off), then verify, then git."""
         plan = self.plan
+        if plan.verdict == "schema":
+            self.take_verdict(attempt)
         result, report = attempt.result, attempt.report
         assert result is not None and report is not None
         attempt.feedback = report.tail
@@ -6002,7 +6056,7 @@ class _Run:
             if attempt.git_problem:
                 classify(git_failed=True)
                 attempt.feedback, attempt.source = attempt.git_problem.encode("utf-8"), "git's"
-        if SIGNAL_FAILURE in report.signals:
+        if SIGNAL_FAILURE in report.signals and not attempt.explanation:
             attempt.explanation = explanation(report.said, plan.signals["failure"])
         if attempt.cause is not None:
             attempt.reason = cause_words(attempt, plan, self.gates.markers)
@@ -6060,6 +6114,33 @@ class _Run:
             progress.warn("iteration %d: the agent reported no cost, so max_cost cannot be"
                           " checked against it" % number)
         self.log_end(attempt, outcome, "%s: %s" % attempt.reason if attempt.reason else None)
+
+    def take_verdict(self, attempt: _Attempt) -> None:
+        """The schema verdict is the signal (SPEC 21): success, failure or continue, its
+        summary the commit's, its explanation and next step the next prompt's. Without a
+        good one, the markers in the agent's words still count (one warning a run)."""
+        report, cli = attempt.report, self.agent.cli
+        assert report is not None and cli is not None
+        given, problem = report.answer, "none came"
+        if given is None and cli.schema_file:  # (Codex: its final message is the object)
+            problem = "its final message is not JSON"
+            with _suppress(ValueError, RecursionError):
+                given = json.loads(report.last_text)
+        attempt.verdict, problem = given, problem if given is None else verdict_problem(given)
+        verdict: Dict[str, Any] = given if isinstance(given, dict) else {}
+        if report.error is not None and report.error[2] == "error_max_structured_output_retries":
+            attempt.explanation = _one_line(report.error[0], 200)  # (an `agent` failure)
+            attempt.report = report.replace(signals=frozenset([SIGNAL_FAILURE]), error=None)
+        elif problem:
+            if not self.verdict_said:
+                self.verdict_said = True
+                self.progress.warn("iteration %d: no verdict from the agent (%s); its promise markers,"
+                                   " if any, decide instead" % (attempt.number, problem))
+        else:
+            signal = {"success": SIGNAL_SUCCESS, "failure": SIGNAL_FAILURE}.get(verdict["status"])
+            attempt.report = report.replace(signals=frozenset([signal] if signal else []),
+                                            last_text=verdict["summary"] or report.last_text)
+            attempt.explanation, attempt.next_step = verdict["explanation"], verdict["next_step"]
 
     def completed(self, attempt: _Attempt, detail: str) -> None:
         """`Iteration 3/10 completed in 2m13s (failure, consecutive: 1/3) · 41.2k tokens`."""
@@ -6149,7 +6230,7 @@ class _Run:
             outcome=outcome, consecutive_failures=self.state.consecutive_failures, verify=verify,
             head_before=attempt.head_before, head_after=read_head(repo) if repo is not None else None,
             output_bytes=report.output_bytes, reason=reason, cause=attempt.cause,
-            usage=dict(report.usage) if report.usage else None)
+            usage=dict(report.usage) if report.usage else None, verdict=attempt.verdict)
 
 
 def max_cost_trouble(plan: RunPlan, agent: AgentCommand) -> str:
@@ -6606,6 +6687,13 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
     if plan.agent is None:
         raise no_agent_error()
     check_agent_program(plan.agent)
+    cli = plan.agent.cli
+    if plan.verdict == "schema" and not (cli and cli.schema_flag):
+        own = config.data.get("procedures", {}).get(procedure_name, {}).get("verdict")
+        raise ConfigError.collect([config.problem(
+            ("procedures", procedure_name, "verdict") if own else ("loop", "verdict"),
+            "schema needs an agent CLI with a schema flag (%s), not %s" % (", ".join(
+                row.name for row in AGENT_CLIS if row.schema_flag), cli.name if cli else "this one"))])
     build_prompt(plan, None)  # a missing fragment or prompt file is reported now
     repo = None
     if plan.gates.need_git() or plan.log_dir:

@@ -15,10 +15,10 @@ EVENT_FIELDS = {
     "session_start": {"version", "procedure", "agent", "max_iterations", "failure_threshold",
                       "cwd", "pid", "log", "argv"},
     "iteration_start": {"iteration", "prompt_sha256", "prompt_bytes", "fragments"},
-    "gate": {"gate", "command", "exit_code", "seconds"},
+    "gate": {"gate", "command", "exit_code", "seconds", "line"},  # (line: verify's)
     "iteration_end": {"iteration", "seconds", "exit_code", "signal", "signals", "outcome",
                       "consecutive_failures", "verify", "head_before", "head_after", "output_bytes",
-                      "reason", "cause", "usage"},
+                      "reason", "cause", "usage", "verdict"},
     "limit": {"kind", "message", "resets_at", "wait_seconds"},
     "session_end": {"status", "reason", "iterations", "succeeded", "failed", "seconds", "exit_code", "usage"},
 }
