@@ -173,6 +173,19 @@ def run_rooda(*args, cwd=None, env=None, timeout=60, **kwargs):
                           timeout=timeout, **kwargs)
 
 
+def status(log_dir, *args):
+    """`rooda.py status --log-dir log_dir ...` as a subprocess: (exit code, stdout, stderr)."""
+    proc = run_rooda("status", "--log-dir", log_dir, *args)
+    return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+
+
+def status_json(log_dir):
+    """What `status --json` says of the latest session in log_dir (it must say it)."""
+    code, out, err = status(log_dir, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
 # rooda processes a test started; killed at teardown if still running (a failed wait
 # must not leave a loop behind).
 _STARTED = []

@@ -12,7 +12,7 @@ import pytest
 
 import rooda
 from conftest import (OK_RESULT, STREAMS, await_event, ends, events_line, interrupt, progress_lines, replay, run_main,
-                      say, session_events, start_rooda, write_config)
+                      say, session_events, start_rooda, status, wait_until, write_config)
 
 
 # --- the error samples: limits stop with exit 4 under on_limit: stop ---------------------
@@ -269,27 +269,21 @@ def test_a_limited_iteration_that_spent_nothing_shows_no_usage(workspace, agent,
 
 
 def test_status_says_a_run_is_waiting_for_a_limit(workspace, agent, tmp_path):
-    import subprocess
-    import sys
-
-    from conftest import ROODA
     logs = tmp_path / "logs"
     agent.script(usage_limit_resetting_in(3600, workspace))
     proc = start_rooda(agent, "--ai-format", "claude", "--log-dir", logs, cwd=workspace)
+
+    def waiting():
+        code, out, _ = status(logs, "--json")
+        summary = json.loads(out or "{}") if code == 0 else {}
+        return summary if summary.get("waiting_until") else None
     try:
-        deadline = time.monotonic() + 20
-        summary = {}
-        while time.monotonic() < deadline and not summary.get("waiting_until"):
-            done = subprocess.run([sys.executable, ROODA, "status", "--json", "--log-dir", str(logs)],
-                                  stdout=subprocess.PIPE, cwd=str(workspace))
-            summary = json.loads(done.stdout or b"{}") if done.returncode == 0 else {}
-            time.sleep(0.1)
+        summary = wait_until(waiting, timeout=20, interval=0.1)
+        assert summary, "status never said the run was waiting"
         assert summary["state"] == "running" and summary["last_event"] == "limit"
-        waiting = calendar.timegm(time.strptime(summary["waiting_until"][:19], "%Y-%m-%dT%H:%M:%S"))
-        assert 3500 < waiting - time.time() < 3700
-        text = subprocess.run([sys.executable, ROODA, "status", "--log-dir", str(logs)],
-                              stdout=subprocess.PIPE, cwd=str(workspace)).stdout.decode()
-        assert "waiting for a usage limit to reset until" in text
+        waiting_until = calendar.timegm(time.strptime(summary["waiting_until"][:19], "%Y-%m-%dT%H:%M:%S"))
+        assert 3500 < waiting_until - time.time() < 3700
+        assert "waiting for a usage limit to reset until" in status(logs)[1]
     finally:
         interrupt(proc, signal.SIGINT)
 
