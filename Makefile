@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VERSION := $(shell $(PYTHON) -c "import rooda; print(rooda.__version__)")
 
-.PHONY: test test-compat fuzz lint bench version
+.PHONY: test test-compat fuzz lint bench size version
 
 test:  ## the whole test suite, test_compat on the oldest interpreter only (about three minutes on 2 cores)
 	$(PYTHON) -m pytest -q tests
@@ -25,6 +25,9 @@ lint:  ## compile on every interpreter found; mypy and pycodestyle when installe
 
 bench:  ## rooda's own overhead against the plain shell loop (prints figures; never fails on them)
 	$(PYTHON) tests/bench.py
+
+size:  ## rooda.py per part and in all: lines, tokens, compile ms; long lines; the token budget (SPEC 17)
+	$(PYTHON) tests/size.py
 
 version:
 	@echo $(VERSION)
