@@ -1,7 +1,8 @@
 """The README says what rooda.py does: each table that mirrors a table in the code
 (settings, reserved words, presets, log events, exit codes) is checked against it, and
-the code's own tables against each other (formats, stops), so that adding a row in one
-place and not the other fails here (design review, R12 and section 6)."""
+the code's own tables against each other (formats, stops, the settings a plan is read
+by), so that adding a row in one place and not the other fails here (design review, R12
+and section 6)."""
 import ast
 import inspect
 import os
@@ -111,3 +112,34 @@ def test_the_readme_the_epilog_and_stops_give_the_same_exit_codes():
     table = {"128+N" if code is None else str(code) for _, code, _ in stops().values()}
     assert set(readme) == set(epilog) == table
     assert readme == epilog  # each code's meaning starts with the same word in both
+
+
+def unknown_plan_reads(source):
+    """(line, name) of each `plan.<name>` or `self.plan.<name>` read in source that is
+    neither a declared field of RunPlan, nor a key of SETTINGS (RunPlan.__getattr__ reads
+    those), nor a method of the record (plan.replace)."""
+    fields = {name for cls in rooda.RunPlan.__mro__ for name in vars(cls).get("__annotations__", {})}
+    keys = {setting.key for setting in rooda.SETTINGS}
+    methods = {name for name in dir(rooda.RunPlan) if callable(getattr(rooda.RunPlan, name))}
+    unknown = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            owner = node.value
+            is_plan = (isinstance(owner, ast.Name) and owner.id == "plan") or (
+                isinstance(owner, ast.Attribute) and owner.attr == "plan"
+                and isinstance(owner.value, ast.Name) and owner.value.id == "self")
+            if is_plan and node.attr not in fields | keys | methods:
+                unknown.append((node.lineno, node.attr))
+    return unknown
+
+
+def test_every_setting_a_plan_is_read_by_is_a_field_or_a_row_of_settings():
+    """A setting read by a name not in the table fails here, not in a night's second
+    iteration (SPEC 17, rev 4): RunPlan.__getattr__ passes mypy for any name. Checked by
+    hand on a copy of rooda.py with one `plan.delay` written `plan.delya`:
+    `unknown_plan_reads` gave [(5363, 'delya')] (rooda.py at 6bb52bd) and this test failed."""
+    with open(rooda.__file__, encoding="utf-8") as stream:
+        source = stream.read()
+    reads = unknown_plan_reads(source)
+    assert reads == []
+    assert len(re.findall(r"\bplan\.\w+", source)) > 100  # the reads were found at all
