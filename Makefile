@@ -2,13 +2,13 @@
 PYTHON ?= python3
 VERSION := $(shell $(PYTHON) -c "import rooda; print(rooda.__version__)")
 
-.PHONY: test test-compat fuzz lint bench version
+.PHONY: test test-compat fuzz lint bench size version
 
-test:  ## the whole test suite (about two minutes on 2 cores)
+test:  ## the whole test suite, test_compat on the oldest interpreter only (about three minutes on 2 cores)
 	$(PYTHON) -m pytest -q tests
 
-test-compat:  ## the end-to-end smoke test on every CPython 3.8-3.13 found
-	$(PYTHON) -m pytest -v -rs tests/test_compat.py
+test-compat:  ## the end-to-end smoke test on every CPython 3.8-3.13 found (`make test` runs the oldest)
+	ROODA_COMPAT_ALL=1 $(PYTHON) -m pytest -v -rs tests/test_compat.py
 
 fuzz:  ## the config loaders' property tests with 20000 examples each (a few minutes)
 	ROODA_FUZZ_EXAMPLES=20000 $(PYTHON) -m pytest -q tests/test_yaml.py -k "mutated or random or round_trip"
@@ -25,6 +25,9 @@ lint:  ## compile on every interpreter found; mypy and pycodestyle when installe
 
 bench:  ## rooda's own overhead against the plain shell loop (prints figures; never fails on them)
 	$(PYTHON) tests/bench.py
+
+size:  ## rooda.py per part and in all: lines, tokens, compile ms; long lines; the token budget (SPEC 17)
+	$(PYTHON) tests/size.py
 
 version:
 	@echo $(VERSION)

@@ -24,9 +24,9 @@ the same run:
   8. rooda's CPU (with its helpers) while the agent works quietly for a minute, status
      line on a terminal and logs on, read from /proc a few seconds into the iteration
 
-Standard library only; never fails on a figure (machines are noisy): it prints them.
-`--quick` uses fewer runs and 256 MiB for the streaming row; `--rows 2,3` runs only
-those rows.
+Standard library, and the tests' conftest (so pytest) for reading the process table;
+never fails on a figure (machines are noisy): it prints them. `--quick` uses fewer runs
+and 256 MiB for the streaming row; `--rows 2,3` runs only those rows.
 """
 import os
 import platform
@@ -37,6 +37,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from conftest import group_members  # the tests' own reading of /proc (so pytest is needed)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROODA = os.path.join(os.path.dirname(HERE), "rooda.py")
@@ -378,16 +380,7 @@ def group_empty(pgid):
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return True
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if entry.isdigit():
-            try:
-                with open("/proc/%s/stat" % entry) as stream:
-                    fields = stream.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-                return False
-    return True
+    return not os.path.isdir("/proc") or not group_members(pgid)
 
 
 def row_signal(rounds, work):

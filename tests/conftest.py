@@ -7,6 +7,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -106,6 +107,14 @@ def agent(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def waits(monkeypatch):
+    """Every wait the loop asks for, recorded and returned at once (the injected clock)."""
+    asked = []
+    monkeypatch.setattr(rooda.SignalGuard, "wait", lambda self, seconds, ticker=None: asked.append(seconds))
+    return asked
+
+
+@pytest.fixture
 def fake_inhibit(tmp_path, monkeypatch):
     """A systemd-inhibit on PATH that works: it records its pid and arguments in the file
     returned, then becomes the command it holds the inhibitor for."""
@@ -147,6 +156,14 @@ def run_main(capfd, *args):
     return code, out, err
 
 
+def run_build(capfd, agent, *args):
+    """`build` in-process with the fake agent, logging to a directory of its own:
+    (exit code, stdout, stderr, the session's events; none when no session began)."""
+    logs = tempfile.mkdtemp(prefix="run-", dir=os.environ["ROODA_LOOP_LOG_DIR"])
+    code, out, err = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--log-dir", logs, *args)
+    return code, out, err, session_events(logs) if os.listdir(logs) else []
+
+
 def run_rooda(*args, cwd=None, env=None, timeout=60, **kwargs):
     """rooda.py as a user runs it: a subprocess; returns the CompletedProcess."""
     full_env = dict(os.environ)
@@ -154,6 +171,19 @@ def run_rooda(*args, cwd=None, env=None, timeout=60, **kwargs):
     return subprocess.run([sys.executable, ROODA] + [str(a) for a in args], cwd=cwd,
                           env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           timeout=timeout, **kwargs)
+
+
+def status(log_dir, *args):
+    """`rooda.py status --log-dir log_dir ...` as a subprocess: (exit code, stdout, stderr)."""
+    proc = run_rooda("status", "--log-dir", log_dir, *args)
+    return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+
+
+def status_json(log_dir):
+    """What `status --json` says of the latest session in log_dir (it must say it)."""
+    code, out, err = status(log_dir, "--json")
+    assert code == 0, err
+    return json.loads(out)
 
 
 # rooda processes a test started; killed at teardown if still running (a failed wait
@@ -268,6 +298,11 @@ def session_events(log_dir):
               if not p.endswith("-agent.jsonl")]
     with open(path) as stream:
         return [json.loads(line) for line in stream]
+
+
+def ends(events):
+    """The iteration_end events of a session."""
+    return [event for event in events if event["event"] == "iteration_end"]
 
 
 def await_event(log_dir, name, timeout=10.0):

@@ -9,36 +9,16 @@ import signal
 import pytest
 
 import rooda
-from conftest import (fake_cli, interrupt, procedure, progress_lines, replay, run_main, session_events, start_rooda,
-                      write_config)
-
-
-@pytest.fixture
-def waits(monkeypatch):
-    """Every wait the loop asks for, recorded and returned at once (the injected clock)."""
-    asked = []
-    monkeypatch.setattr(rooda.SignalGuard, "wait", lambda self, seconds, ticker=None: asked.append(seconds))
-    return asked
-
-
-def ends(events):
-    return [event for event in events if event["event"] == "iteration_end"]
-
-
-def run(capfd, agent, tmp_path, *args):
-    """build with the fake agent, logs in tmp_path/logs: (exit code, stderr, events)."""
-    logs = tmp_path / "logs"
-    code, _, err = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--log-dir", logs, *args)
-    return code, err, session_events(logs)
+from conftest import (ends, fake_cli, interrupt, procedure, progress_lines, replay, run_build, run_main,
+                      session_events, start_rooda, write_config)
 
 
 # --- outages: waited out, not failures ---------------------------------------------------
 
-def test_a_claude_529_is_waited_out_and_the_iteration_completes_within_the_cap(workspace, agent, capfd,
-                                                                             tmp_path, waits):
+def test_a_claude_529_is_waited_out_and_the_iteration_completes_within_the_cap(workspace, agent, capfd, waits):
     agent.script(replay("claude-error-overloaded-529.jsonl", 1), replay("claude-error-overloaded-529.jsonl", 1),
                  replay("claude.jsonl", 0))
-    code, err, events = run(capfd, agent, tmp_path, "-n", "1", "--ai-format", "claude", "--verify", "touch verified")
+    code, _, err, events = run_build(capfd, agent, "-n", "1", "--ai-format", "claude", "--verify", "touch verified")
     assert code == 0 and agent.calls == 3, err
     assert [(e["outcome"], e["cause"], e["iteration"]) for e in ends(events)] == [
         ("unavailable", "outage", 1), ("unavailable", "outage", 1), ("completed", None, 1)]
@@ -54,10 +34,10 @@ def test_a_claude_529_is_waited_out_and_the_iteration_completes_within_the_cap(w
     assert ends(events)[-1]["verify"] == "pass" and [e["verify"] for e in ends(events)[:2]] == [None, None]
 
 
-def test_an_outage_longer_than_outage_wait_stops_with_exit_4(workspace, agent, capfd, tmp_path, waits):
+def test_an_outage_longer_than_outage_wait_stops_with_exit_4(workspace, agent, capfd, waits):
     write_config(workspace, {"loop": {"outage_wait": 100}})
     agent.script(replay("claude-error-overloaded-529.jsonl", 1))
-    code, err, events = run(capfd, agent, tmp_path, "-n", "5", "--ai-format", "claude")
+    code, _, err, events = run_build(capfd, agent, "-n", "5", "--ai-format", "claude")
     assert code == 4 and agent.calls == 2 and waits == [60]  # the next step, 2m, would end past 100 s
     assert events[-1]["status"] == "unavailable" and events[-1]["exit_code"] == 4
     assert [(e["kind"], e["wait_seconds"]) for e in events if e["event"] == "limit"] == \
@@ -69,25 +49,24 @@ def test_an_outage_longer_than_outage_wait_stops_with_exit_4(workspace, agent, c
     assert lines[lines.index(closing) + 1].startswith("  outage: API Error: 529 Overloaded.")
 
 
-def test_outage_wait_0_does_not_wait(workspace, agent, capfd, tmp_path, waits):
+def test_outage_wait_0_does_not_wait(workspace, agent, capfd, waits):
     write_config(workspace, {"loop": {"outage_wait": 0}})
     agent.script({"actions": [{"out": "working\nAPI Error: Connection error.\n"}], "exit": 1})
-    code, err, events = run(capfd, agent, tmp_path, "-n", "5")
+    code, _, err, events = run_build(capfd, agent, "-n", "5")
     assert code == 4 and agent.calls == 1 and waits == []
     assert ends(events)[0]["cause"] == "outage"
 
 
 def test_claude_text_mode_529_is_an_outage_but_a_quoted_529_in_a_good_run_changes_nothing(
-        workspace, agent, capfd, tmp_path, waits):
+        workspace, agent, capfd, waits):
     agent.script(replay("claude-text-529.txt", 1),
                  {"actions": [{"out": "the log says: API Error: 529 Overloaded\nall good\n"}]})
-    code, err, events = run(capfd, agent, tmp_path, "-n", "1")
+    code, _, err, events = run_build(capfd, agent, "-n", "1")
     assert code == 0 and agent.calls == 2 and waits == [60]
     assert [e["outcome"] for e in ends(events)] == ["unavailable", "success"]
 
 
-def test_a_limit_recovered_from_is_not_blamed_for_a_later_server_error(workspace, agent, capfd, tmp_path,
-                                                                       waits):
+def test_a_limit_recovered_from_is_not_blamed_for_a_later_server_error(workspace, agent, capfd, waits):
     """A rejected rate_limit_event, then the model answered, then an API 500 ended the run:
     that is an outage (a short backoff), not the limit's hours-long wait (defect 9)."""
     events = [{"type": "system", "subtype": "init", "model": "claude-x"},
@@ -97,7 +76,7 @@ def test_a_limit_recovered_from_is_not_blamed_for_a_later_server_error(workspace
               {"type": "result", "is_error": True, "api_error_status": 500, "result": "API Error: 500 boom"}]
     (workspace / "s.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     agent.script({"actions": [{"out_file": str(workspace / "s.jsonl")}], "exit": 1}, replay("claude.jsonl"))
-    code, err, log = run(capfd, agent, tmp_path, "-n", "1", "--ai-format", "claude")
+    code, _, err, log = run_build(capfd, agent, "-n", "1", "--ai-format", "claude")
     assert code == 0 and waits == [60]
     assert ends(log)[0]["cause"] == "outage"
 
@@ -117,11 +96,11 @@ BILLING_SAMPLES = [
 
 @pytest.mark.parametrize("sample,agent_format,words", BILLING_SAMPLES, ids=[s[0] for s in BILLING_SAMPLES])
 def test_an_account_that_cannot_pay_stops_after_one_iteration_with_exit_2_and_no_verify(
-        workspace, agent, capfd, tmp_path, sample, agent_format, words):
+        workspace, agent, capfd, sample, agent_format, words):
     write_config(workspace, {"loop": {"on_limit": "stop"}})  # (read as a limit, it would not hang)
     agent.script(replay(sample, 1))
-    code, err, events = run(capfd, agent, tmp_path, "-n", "5", "--ai-format", agent_format,
-                            "--verify", "touch verified", "--no-verify-baseline")
+    code, _, err, events = run_build(capfd, agent, "-n", "5", "--ai-format", agent_format,
+                                     "--verify", "touch verified", "--no-verify-baseline")
     assert code == 2 and agent.calls == 1, err
     assert not (workspace / "verified").exists()
     last = progress_lines(err)[-1]
@@ -138,7 +117,7 @@ def test_the_billing_stop_says_who_pays_and_counts_no_failure_streak(workspace, 
     fake_cli(tmp_path, monkeypatch, "claude")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     agent.script(replay("claude-error-credit-400.jsonl", 1))
-    code, err, _ = run(capfd, agent, tmp_path, "-n", "5", "--ai-cmd", "claude -p --output-format stream-json")
+    code, _, err, _ = run_build(capfd, agent, "-n", "5", "--ai-cmd", "claude -p --output-format stream-json")
     assert code == 2
     assert "Iteration 1/5 completed in D (failure)" in progress_lines(err)
     assert progress_lines(err)[-1] == (
@@ -157,10 +136,10 @@ def test_a_usage_limit_that_names_its_reset_is_a_limit_not_billing(workspace, ag
 
 # --- the agent's own explanation, and the cause in every place it shows -----------------
 
-def test_a_failure_explained_by_the_agent_under_a_failing_verifier(workspace, agent, capfd, tmp_path):
+def test_a_failure_explained_by_the_agent_under_a_failing_verifier(workspace, agent, capfd):
     agent.script({"actions": [{"out": "looked at the tests\nthe tests need a running Postgres"
                                       " <promise>FAILURE</promise>\n"}]}, {})
-    code, err, events = run(capfd, agent, tmp_path, "-n", "2", "--verify", "echo '1 failed, 4 passed'; exit 1")
+    code, _, err, events = run_build(capfd, agent, "-n", "2", "--verify", "echo '1 failed, 4 passed'; exit 1")
     lines = err.splitlines()
     first = [i for i, line in enumerate(lines) if "Iteration 1/2 completed" in line][0]
     assert lines[first + 1:first + 3] == ["  agent: the tests need a running Postgres",
@@ -173,17 +152,17 @@ def test_a_failure_explained_by_the_agent_under_a_failing_verifier(workspace, ag
                               "Why: agent: the tests need a running Postgres\n"
                               "The last 18 bytes of the verifier's (`echo '1 failed, 4 passed'; exit 1`)"
                               " output:\n\n1 failed, 4 passed")
-    log = open(str(tmp_path / "logs" / os.path.basename(events[0]["log"]))).read()
+    log = open(events[0]["log"]).read()
     assert "Cause: agent\nReason: agent: the tests need a running Postgres\n" in log
 
 
-def test_the_explanation_is_the_line_before_a_bare_marker(workspace, agent, capfd, tmp_path):
+def test_the_explanation_is_the_line_before_a_bare_marker(workspace, agent, capfd):
     agent.script({"actions": [{"out": "Blocked: the schema file is missing\n<promise>FAILURE</promise>\n"}]})
-    code, err, events = run(capfd, agent, tmp_path, "-n", "1")
+    code, _, err, events = run_build(capfd, agent, "-n", "1")
     assert "  agent: Blocked: the schema file is missing" in err.splitlines()
 
 
-def test_three_different_explanations_are_not_the_same_error(workspace, agent, capfd, tmp_path):
+def test_three_different_explanations_are_not_the_same_error(workspace, agent, capfd):
     procedure(workspace, stuck={"same_error": 3})
     agent.script(*[{"actions": [{"out": "%s <promise>FAILURE</promise>\n" % why}]}
                    for why in ("no database", "no network", "no disk")], {})
@@ -191,7 +170,7 @@ def test_three_different_explanations_are_not_the_same_error(workspace, agent, c
     assert code == 0 and agent.calls == 4 and "Stuck" not in err
 
 
-def test_three_identical_explanations_are(workspace, agent, capfd, tmp_path):
+def test_three_identical_explanations_are(workspace, agent, capfd):
     procedure(workspace, stuck={"same_error": 3})
     agent.script({"actions": [{"out": "no database <promise>FAILURE</promise>\n"}]})
     code, _, err = run_main(capfd, "p", "-n", "5", "--failure-threshold", "5", "--ai-cmd", agent.cmd)
@@ -200,10 +179,10 @@ def test_three_identical_explanations_are(workspace, agent, capfd, tmp_path):
     assert "  agent: no database" == lines[[i for i, l in enumerate(lines) if "ERROR: Stuck" in l][0] + 1]
 
 
-def test_on_failure_signal_stop_ends_the_run_when_the_agent_asks_for_help(workspace, agent, capfd, tmp_path):
+def test_on_failure_signal_stop_ends_the_run_when_the_agent_asks_for_help(workspace, agent, capfd):
     write_config(workspace, {"loop": {"on_failure_signal": "stop"}})
     agent.script({}, {"actions": [{"out": "I need the API key <promise>FAILURE</promise>\n"}]})
-    code, err, events = run(capfd, agent, tmp_path, "-n", "5")
+    code, _, err, events = run_build(capfd, agent, "-n", "5")
     assert code == 1 and agent.calls == 2
     assert progress_lines(err)[-1] == "ERROR: The agent asked for help (2 iterations completed, total: D)"
     assert err.splitlines()[-2] == "  agent: I need the API key"

@@ -9,23 +9,15 @@ import sys
 import pytest
 
 import rooda
-from conftest import (OK_RESULT, ROODA, STREAMS, events_line, progress_lines, replay, run_main, say,
-                      session_events, write_config)
+from conftest import (OK_RESULT, ROODA, STREAMS, ends, events_line, progress_lines, replay, run_build, run_main,
+                      say, session_events, write_config)
 
 
 
-def run_stream(capfd, agent, tmp_path, steps, agent_format, *args):
-    """Run `build` on the replayed streams; (exit code, stderr, jsonl events)."""
+def run_stream(capfd, agent, steps, agent_format, *args):
+    """Run `build` on the replayed streams: (exit code, stdout, stderr, jsonl events)."""
     agent.script(*steps)
-    logs = tmp_path / ("logs-%d" % len(os.listdir(str(tmp_path))))
-    code, out, err = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--ai-format", agent_format,
-                              "--log-dir", logs, *args)
-    events = session_events(logs)
-    return code, out, err, events
-
-
-def ends(events):
-    return [event for event in events if event["event"] == "iteration_end"]
+    return run_build(capfd, agent, "--ai-format", agent_format, *args)
 
 
 def usage(**known):
@@ -57,9 +49,9 @@ GOOD_RUNS = [
 
 
 @pytest.mark.parametrize("sample,agent_format,expected", GOOD_RUNS, ids=[r[0] for r in GOOD_RUNS])
-def test_a_good_run_of_each_cli_completes_with_its_usage(workspace, agent, capfd, tmp_path, sample,
+def test_a_good_run_of_each_cli_completes_with_its_usage(workspace, agent, capfd, sample,
                                                          agent_format, expected):
-    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay(sample)], agent_format, "-n", "3")
+    code, _, err, events = run_stream(capfd, agent, [replay(sample)], agent_format, "-n", "3")
     assert code == 0 and agent.calls == 1, err
     [end] = ends(events)
     assert end["outcome"] == "completed" and end["signals"] == ["SUCCESS"]
@@ -70,8 +62,8 @@ def test_a_good_run_of_each_cli_completes_with_its_usage(workspace, agent, capfd
     assert "WARNING" not in err
 
 
-def test_the_progress_line_and_the_closing_line_carry_tokens_and_cost(workspace, agent, capfd, tmp_path):
-    code, _, err, _ = run_stream(capfd, agent, tmp_path, [replay("claude.jsonl")], "claude")
+def test_the_progress_line_and_the_closing_line_carry_tokens_and_cost(workspace, agent, capfd):
+    code, _, err, _ = run_stream(capfd, agent, [replay("claude.jsonl")], "claude")
     lines = progress_lines(err)
     assert "Iteration 1/10 completed in D (completed) · 39.2k tokens · $0.20" in lines
     assert lines[-1] == "Completed: agent signalled SUCCESS (1 iteration, total: D) · 39.2k tokens · $0.20"
@@ -79,10 +71,10 @@ def test_the_progress_line_and_the_closing_line_carry_tokens_and_cost(workspace,
 
 # --- signals come only from the assistant's text ----------------------------------------------
 
-def test_a_signal_in_a_tool_result_does_not_complete_a_structured_run(workspace, agent, capfd, tmp_path):
+def test_a_signal_in_a_tool_result_does_not_complete_a_structured_run(workspace, agent, capfd):
     """claude-stream.jsonl: the marker is in a file the agent read and in a Bash echo,
     never in its own text."""
-    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay("claude-stream.jsonl")],
+    code, _, err, events = run_stream(capfd, agent, [replay("claude-stream.jsonl")],
                                       "claude", "-n", "1")
     assert code == 0
     [end] = ends(events)
@@ -93,21 +85,21 @@ def test_a_signal_in_a_tool_result_does_not_complete_a_structured_run(workspace,
     assert progress_lines(err)[-1].startswith("Reached max iterations: 1")
 
 
-def test_the_same_agent_read_as_text_would_complete(workspace, agent, capfd, tmp_path):
-    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay("claude-stream.jsonl")],
+def test_the_same_agent_read_as_text_would_complete(workspace, agent, capfd):
+    code, _, err, events = run_stream(capfd, agent, [replay("claude-stream.jsonl")],
                                       "text", "-n", "3")
     assert code == 0 and agent.calls == 1
     assert ends(events)[0]["outcome"] == "completed"  # the false completion SPEC 12 prevents
 
 
-def test_gemini_deltas_are_joined_so_a_split_marker_counts(workspace, agent, capfd, tmp_path):
+def test_gemini_deltas_are_joined_so_a_split_marker_counts(workspace, agent, capfd):
     with open(os.path.join(STREAMS, "gemini.jsonl")) as stream:
         assert "<promise>SUCC" in stream.read()  # the sample splits the marker in two events
-    code, _, _, events = run_stream(capfd, agent, tmp_path, [replay("gemini.jsonl")], "gemini")
+    code, _, _, events = run_stream(capfd, agent, [replay("gemini.jsonl")], "gemini")
     assert ends(events)[0]["signals"] == ["SUCCESS"]
 
 
-def test_the_echo_guard_still_applies_to_the_assistants_text(workspace, agent, capfd, tmp_path):
+def test_the_echo_guard_still_applies_to_the_assistants_text(workspace, agent, capfd):
     (workspace / "f.md").write_text("When done, print <promise>SUCCESS</promise> as the last line.")
     write_config(workspace, {"procedures": {"p": {p: "f.md" for p in ("observe", "orient", "decide", "act")}}})
     echo = {"type": "assistant", "message": {"content": [{"type": "text", "text":
@@ -120,8 +112,8 @@ def test_the_echo_guard_still_applies_to_the_assistants_text(workspace, agent, c
 
 # --- errors the CLIs report --------------------------------------------------------------------
 
-def test_a_reported_error_is_a_failure_whatever_the_exit_code(workspace, agent, capfd, tmp_path):
-    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay("claude-stream-max-budget.jsonl", 0)],
+def test_a_reported_error_is_a_failure_whatever_the_exit_code(workspace, agent, capfd):
+    code, _, err, events = run_stream(capfd, agent, [replay("claude-stream-max-budget.jsonl", 0)],
                                       "claude", "-n", "1")
     [end] = ends(events)
     assert (end["outcome"], end["cause"], end["exit_code"]) == ("failure", "error", 0)
@@ -129,8 +121,8 @@ def test_a_reported_error_is_a_failure_whatever_the_exit_code(workspace, agent, 
     assert "  error: Reached maximum budget ($0.0001)" in err
 
 
-def test_an_interrupted_claude_run_is_a_failure_with_its_diagnostic(workspace, agent, capfd, tmp_path):
-    code, _, _, events = run_stream(capfd, agent, tmp_path, [replay("claude-stream-sigint.jsonl", 1)],
+def test_an_interrupted_claude_run_is_a_failure_with_its_diagnostic(workspace, agent, capfd):
+    code, _, _, events = run_stream(capfd, agent, [replay("claude-stream-sigint.jsonl", 1)],
                                     "claude", "-n", "1")
     [end] = ends(events)
     assert end["outcome"] == "failure"
@@ -139,7 +131,7 @@ def test_an_interrupted_claude_run_is_a_failure_with_its_diagnostic(workspace, a
     assert end["usage"]["cost_usd"] == 0.09789
 
 
-def test_claude_exiting_0_without_a_result_is_a_failure(workspace, agent, capfd, tmp_path):
+def test_claude_exiting_0_without_a_result_is_a_failure(workspace, agent, capfd):
     """Claude Code interrupted during a model call prints nothing more and exits 0."""
     with open(os.path.join(STREAMS, "claude-stream.jsonl")) as stream:
         cut = "".join(stream.readlines()[:3])
@@ -164,21 +156,21 @@ def test_a_run_cut_short_after_a_cli_notice_gives_that_notice_as_the_reason(work
     assert "  outage: Reconnecting... 5/5 (stream disconnected before completion)" in err
 
 
-def test_codex_warnings_in_error_items_are_not_failures(workspace, agent, capfd, tmp_path):
-    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay("codex.jsonl")], "codex", "-v")
+def test_codex_warnings_in_error_items_are_not_failures(workspace, agent, capfd):
+    code, _, err, events = run_stream(capfd, agent, [replay("codex.jsonl")], "codex", "-v")
     assert ends(events)[0]["outcome"] == "completed"
 
 
-def test_the_log_gives_only_the_token_counts_the_cli_reported(workspace, agent, capfd, tmp_path):
-    code, _, _, events = run_stream(capfd, agent, tmp_path, [replay("gemini.jsonl")], "gemini")
+def test_the_log_gives_only_the_token_counts_the_cli_reported(workspace, agent, capfd):
+    code, _, _, events = run_stream(capfd, agent, [replay("gemini.jsonl")], "gemini")
     with open(events[0]["log"]) as stream:  # Gemini reports no cache writes: not "cache write 0"
         assert "\nTokens: 25369 (input 25333, output 36, cache read 0)\n" in stream.read()
 
 
 # --- what people see: readable lines, never JSON; the raw stream kept -------------------------
 
-def test_verbose_and_the_log_are_readable_and_the_raw_lines_are_kept(workspace, agent, capfd, tmp_path):
-    code, out, err, events = run_stream(capfd, agent, tmp_path, [replay("claude-stream.jsonl")],
+def test_verbose_and_the_log_are_readable_and_the_raw_lines_are_kept(workspace, agent, capfd):
+    code, out, err, events = run_stream(capfd, agent, [replay("claude-stream.jsonl")],
                                         "claude", "-n", "1", "-v")
     assert not [line for line in out.splitlines() if line.lstrip().startswith("{")]
     assert "Reading the notes first." in out
@@ -197,8 +189,8 @@ def test_verbose_and_the_log_are_readable_and_the_raw_lines_are_kept(workspace, 
         assert raw == stream.read()
 
 
-def test_a_failed_tool_result_is_shown_with_its_first_line(workspace, agent, capfd, tmp_path):
-    code, out, _, _ = run_stream(capfd, agent, tmp_path, [replay("claude-stream-sigint.jsonl", 1)],
+def test_a_failed_tool_result_is_shown_with_its_first_line(workspace, agent, capfd):
+    code, out, _, _ = run_stream(capfd, agent, [replay("claude-stream-sigint.jsonl", 1)],
                                  "claude", "-n", "1", "-v")
     assert "→ Bash: sleep 31.5; echo done > after.txt" in out
     assert "  ✗ The user doesn't want to proceed with this tool use." in out
@@ -212,7 +204,7 @@ def test_a_stream_with_no_event_of_its_format_is_judged_as_text_with_a_warning(w
     assert "Completed: agent signalled SUCCESS" in err and "plain words" in out
 
 
-def test_a_line_that_is_not_json_is_the_clis_own_text(workspace, agent, capfd, tmp_path):
+def test_a_line_that_is_not_json_is_the_clis_own_text(workspace, agent, capfd):
     with open(os.path.join(STREAMS, "codex.jsonl")) as stream:
         lines = stream.read()
     (workspace / "mixed.jsonl").write_text("Reading prompt from stdin...\n" + lines)
@@ -270,8 +262,8 @@ def test_the_format_comes_from_flag_procedure_loop_alias_then_preset(workspace, 
     assert (mine.format, mine.env, mine.argv) == ("codex", {"MY_TOKEN": "x"}, ["my-agent", "--json"])
 
 
-def test_max_cost_stops_the_run_once_the_summed_cost_reaches_it(workspace, agent, capfd, tmp_path):
-    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay("claude-stream.jsonl")], "claude",
+def test_max_cost_stops_the_run_once_the_summed_cost_reaches_it(workspace, agent, capfd):
+    code, _, err, events = run_stream(capfd, agent, [replay("claude-stream.jsonl")], "claude",
                                       "-n", "10", "--max-cost", "0.5")
     assert code == 0 and agent.calls == 2
     assert progress_lines(err)[-1] == \
@@ -324,14 +316,14 @@ def test_cached_input_tokens_are_counted_once(decode, event, expected):
     assert rooda.total_tokens(figures) == sum(expected.values())
 
 
-def test_no_blank_line_before_the_usage_line_after_deltas(workspace, agent, capfd, tmp_path):
-    code, out, _, _ = run_stream(capfd, agent, tmp_path, [replay("gemini.jsonl")], "gemini", "-v")
+def test_no_blank_line_before_the_usage_line_after_deltas(workspace, agent, capfd):
+    code, out, _, _ = run_stream(capfd, agent, [replay("gemini.jsonl")], "gemini", "-v")
     assert "<promise>SUCCESS</promise>\nusage: " in out
 
 
-def test_an_error_said_twice_is_shown_once(workspace, agent, capfd, tmp_path):
+def test_an_error_said_twice_is_shown_once(workspace, agent, capfd):
     write_config(workspace, {"loop": {"on_limit": "stop"}})
-    code, out, _, _ = run_stream(capfd, agent, tmp_path, [replay("claude-stream-usage-limit.jsonl", 1)],
+    code, out, _, _ = run_stream(capfd, agent, [replay("claude-stream-usage-limit.jsonl", 1)],
                                  "claude", "-v")
     assert out.count("✗ error: You've hit your session limit") == 1
 
@@ -394,38 +386,38 @@ def test_the_feedback_tail_of_a_structured_agent_is_bounded(workspace, agent, ca
 
 # --- issue 22: defects of revision 2, each once seen ------------------------------------
 
-def test_a_lone_surrogate_in_an_event_neither_ends_the_run_nor_its_logs(workspace, agent, capfd, tmp_path):
+def test_a_lone_surrogate_in_an_event_neither_ends_the_run_nor_its_logs(workspace, agent, capfd):
     """Item 1: `"\\ud83d"` (half an emoji) is valid JSON that UTF-8 cannot encode."""
     half = '{"type": "assistant", "message": {"content": [{"type": "text", "text": "half \\ud83d an emoji"}]}}\n'
     tool = half.replace('"text", "text"', '"tool_use", "name": "Bash", "input": {"command": "echo \\ud83d"}, "x"')
     step = {"actions": [{"out": half + tool + events_line(say("<promise>SUCCESS</promise> now"), OK_RESULT)}]}
-    code, _, err, events = run_stream(capfd, agent, tmp_path, [step], "claude", "-n", "2", "-v")
+    code, _, err, events = run_stream(capfd, agent, [step], "claude", "-n", "2", "-v")
     assert code == 0 and "Traceback" not in err, err
     assert events[-1]["event"] == "session_end" and events[-1]["status"] == "completed"
 
 
-def test_token_counts_past_float_range_are_no_traceback(workspace, agent, capfd, tmp_path):
+def test_token_counts_past_float_range_are_no_traceback(workspace, agent, capfd):
     """Item 2: 1e308 tokens twice add up to infinity."""
     huge = dict(OK_RESULT, usage={"input_tokens": 1e308, "output_tokens": 1e308})
-    code, _, err, events = run_stream(capfd, agent, tmp_path, [{"actions": [{"out": events_line(huge)}]}],
+    code, _, err, events = run_stream(capfd, agent, [{"actions": [{"out": events_line(huge)}]}],
                                       "claude", "-n", "2")
     assert code == 0 and "Traceback" not in err, err
     assert events[-1]["event"] == "session_end" and events[-1]["iterations"] == 2
 
 
-def test_an_integer_too_large_for_a_float_is_no_traceback(workspace, agent, capfd, tmp_path):
+def test_an_integer_too_large_for_a_float_is_no_traceback(workspace, agent, capfd):
     """(Item 2's cousin, found in review: JSON has integers of 400 digits too.)"""
     huge = '{"type": "result", "subtype": "success", "is_error": false, "result": "ok", "usage": {"input_tokens": %s}}\n'
-    code, _, err, events = run_stream(capfd, agent, tmp_path, [{"actions": [{"out": huge % ("9" * 400)}]}],
+    code, _, err, events = run_stream(capfd, agent, [{"actions": [{"out": huge % ("9" * 400)}]}],
                                       "claude", "-n", "2")
     assert code == 0 and "Traceback" not in err, err
     assert events[-1]["event"] == "session_end" and events[-1]["iterations"] == 2
 
 
-def test_ten_iterations_of_ten_cents_reach_a_one_dollar_budget(workspace, agent, capfd, tmp_path):
+def test_ten_iterations_of_ten_cents_reach_a_one_dollar_budget(workspace, agent, capfd):
     """Item 6: the float sum of ten 0.1s is 0.9999999999999999, which ran an eleventh."""
     ten_cents = {"actions": [{"out": events_line(say("part"), dict(OK_RESULT, total_cost_usd=0.1))}]}
-    code, _, err, events = run_stream(capfd, agent, tmp_path, [ten_cents], "claude", "-n", "20",
+    code, _, err, events = run_stream(capfd, agent, [ten_cents], "claude", "-n", "20",
                                       "--max-cost", "1")
     assert code == 0 and agent.calls == 10, err
     assert "Completed: cost budget of $1.00 reached (10 iterations" in err
@@ -433,16 +425,16 @@ def test_ten_iterations_of_ten_cents_reach_a_one_dollar_budget(workspace, agent,
 
 
 @pytest.mark.parametrize("sample,judged", [("gemini.jsonl", "success"), ("copilot.jsonl", "completed")])
-def test_another_clis_stream_read_as_claude_is_text_with_a_warning(workspace, agent, capfd, tmp_path, sample,
+def test_another_clis_stream_read_as_claude_is_text_with_a_warning(workspace, agent, capfd, sample,
                                                                    judged):
     """Item 15: any `{"type": "result"}` line passed for Claude output; the SUCCESS in
     copilot's stream was never seen."""
-    code, _, err, events = run_stream(capfd, agent, tmp_path, [replay(sample)], "claude", "-n", "1")
+    code, _, err, events = run_stream(capfd, agent, [replay(sample)], "claude", "-n", "1")
     assert "WARNING: the agent's output held no claude events; it was judged as text" in err
     assert [e["outcome"] for e in events if e["event"] == "iteration_end"] == [judged]
 
 
-def test_a_megabyte_heredoc_command_is_shown_from_a_bounded_prefix(workspace, agent, capfd, tmp_path,
+def test_a_megabyte_heredoc_command_is_shown_from_a_bounded_prefix(workspace, agent, capfd,
                                                                   monkeypatch):
     """Item 18: shlex.split is quadratic on one long token; a 1 MB heredoc stalled the loop."""
     import shlex
@@ -452,7 +444,7 @@ def test_a_megabyte_heredoc_command_is_shown_from_a_bounded_prefix(workspace, ag
                                              "status": "in_progress"}}
     split, lengths = shlex.split, []
     monkeypatch.setattr(shlex, "split", lambda text, *a, **k: lengths.append(len(text)) or split(text, *a, **k))
-    code, _, err, _ = run_stream(capfd, agent, tmp_path, [{"actions": [{"out": events_line(item)}]}], "codex",
+    code, _, err, _ = run_stream(capfd, agent, [{"actions": [{"out": events_line(item)}]}], "codex",
                                  "-n", "1")
     assert lengths and max(lengths) <= 65536, lengths
     assert "Traceback" not in err

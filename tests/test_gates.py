@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 import rooda
-from conftest import (alive, commits, git, group_members, interrupt, make_repo, procedure,
-                      progress_lines, run_main, run_rooda, start_rooda, write_config)
+from conftest import (alive, commits, ends, git, group_members, interrupt, make_repo, procedure,
+                      progress_lines, run_main, run_rooda, session_events, start_rooda, write_config)
 
 SUCCESS_SIGNAL = {"actions": [{"out": "done\n<promise>SUCCESS</promise>\n"}]}
 
@@ -288,10 +288,18 @@ def test_prompt_exits_1_when_its_iteration_fails(workspace, agent, capfd):
     assert code == 1 and agent.calls == 1
 
 
-def test_prompt_applies_verify(workspace, agent, capfd):
+def test_prompt_applies_verify(workspace, agent, capfd, tmp_path):
+    """The agent exits 0 with no signal (a success on its own): verify alone fails it."""
     (workspace / "task.md").write_text("Try.")
-    code, _, _ = run_main(capfd, "prompt", "task.md", "--ai-cmd", agent.cmd, "--verify", "false")
+    code, _, err = run_main(capfd, "prompt", "task.md", "--ai-cmd", agent.cmd, "--verify", "false",
+                            "--log-dir", tmp_path / "logs")
     assert code == 1
+    lines = err.splitlines()
+    ended = [i for i, line in enumerate(lines) if "Iteration 1/1 completed" in line][0]
+    assert lines[ended].endswith("(failure, consecutive: 1/1)")
+    assert lines[ended + 1] == "  verify exit 1: (it printed nothing)"
+    [end] = ends(session_events(tmp_path / "logs"))
+    assert (end["exit_code"], end["verify"], end["outcome"], end["cause"]) == (0, "fail", "failure", "verify")
 
 
 def test_prompt_with_a_missing_file_exits_2(workspace, agent, capfd):

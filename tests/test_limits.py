@@ -11,22 +11,8 @@ import time
 import pytest
 
 import rooda
-import conftest
-from conftest import (OK_RESULT, STREAMS, await_event, events_line, interrupt, progress_lines, run_main, say,
-                      session_events, start_rooda, write_config)
-
-
-
-def replay(name, exit_code=1):
-    return conftest.replay(name, exit_code)
-
-
-@pytest.fixture
-def waits(monkeypatch):
-    """Every wait the loop asks for, recorded and returned at once (the injected clock)."""
-    asked = []
-    monkeypatch.setattr(rooda.SignalGuard, "wait", lambda self, seconds, ticker=None: asked.append(seconds))
-    return asked
+from conftest import (OK_RESULT, STREAMS, await_event, ends, events_line, interrupt, progress_lines, replay, run_main,
+                      say, session_events, start_rooda, status, wait_until, write_config)
 
 
 # --- the error samples: limits stop with exit 4 under on_limit: stop ---------------------
@@ -53,7 +39,7 @@ def test_each_clis_limit_is_limited_and_on_limit_stop_exits_4(workspace, agent, 
                             "--log-dir", logs)
     assert code == 4 and agent.calls == 1, err
     events = session_events(logs)
-    end = [e for e in events if e["event"] == "iteration_end"][0]
+    end = ends(events)[0]
     limit = [e for e in events if e["event"] == "limit"][0]
     assert end["outcome"] == "limited" and limit["kind"] == kind
     assert events[-1]["status"] == "limited" and events[-1]["exit_code"] == 4
@@ -98,7 +84,7 @@ def test_bad_credentials_stop_after_one_iteration_with_exit_2(workspace, agent, 
 
 def test_the_auth_message_names_what_the_preset_needs(workspace, agent, capfd):
     write_config(workspace, {"ai_cmd_aliases": {"claude": {"command": agent.cmd, "format": "claude"}}})
-    agent.script(replay("claude-error-auth-401.jsonl"))
+    agent.script(replay("claude-error-auth-401.jsonl", 1))
     code, _, err = run_main(capfd, "build", "--ai-cmd-alias", "claude")
     assert code == 2 and "claude needs ANTHROPIC_API_KEY" in err
 
@@ -141,13 +127,13 @@ def test_a_known_reset_is_waited_out_and_the_same_iteration_runs_again(workspace
     assert lines.count("Iteration 1/1 starting...") == 2
     assert lines[-1].startswith("Completed: agent signalled SUCCESS (1 iteration, total: D)")
     events = session_events(logs)
-    assert [e["outcome"] for e in events if e["event"] == "iteration_end"] == ["limited", "completed"]
+    assert [e["outcome"] for e in ends(events)] == ["limited", "completed"]
     limit = [e for e in events if e["event"] == "limit"][0]
     assert limit["kind"] == "five_hour" and 3600 <= limit["wait_seconds"] <= 3630
 
 
 def test_an_unknown_reset_backs_off_1_2_4_minutes(workspace, agent, capfd, waits):
-    agent.script(*[replay("claude-error-rate-limit-429.jsonl")] * 3 + [replay("claude.jsonl", 0)])
+    agent.script(*[replay("claude-error-rate-limit-429.jsonl", 1)] * 3 + [replay("claude.jsonl", 0)])
     code, _, err = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--ai-format", "claude")
     assert code == 0 and agent.calls == 4
     assert waits == [60, 120, 240]
@@ -174,7 +160,7 @@ def test_a_reset_beyond_max_time_stops_at_once(workspace, agent, capfd, waits):
 
 def test_limit_wait_counts_from_the_first_limited_attempt(workspace, agent, capfd, waits):
     write_config(workspace, {"loop": {"limit_wait": 200}})
-    agent.script(*[replay("claude-error-rate-limit-429.jsonl")] * 4)
+    agent.script(*[replay("claude-error-rate-limit-429.jsonl", 1)] * 4)
     code, _, err = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--ai-format", "claude")
     assert code == 4 and waits == [60, 120]  # the 240 s step would pass 200 s
 
@@ -277,33 +263,27 @@ def test_the_wait_is_the_reset_plus_30_seconds_or_the_margin_alone():
 
 
 def test_a_limited_iteration_that_spent_nothing_shows_no_usage(workspace, agent, capfd, waits):
-    agent.script(replay("claude-error-rate-limit-429.jsonl"), replay("claude.jsonl", 0))
+    agent.script(replay("claude-error-rate-limit-429.jsonl", 1), replay("claude.jsonl", 0))
     code, _, err = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--ai-format", "claude")
     assert "Iteration 1/10 completed in D (limited)" in progress_lines(err)
 
 
 def test_status_says_a_run_is_waiting_for_a_limit(workspace, agent, tmp_path):
-    import subprocess
-    import sys
-
-    from conftest import ROODA
     logs = tmp_path / "logs"
     agent.script(usage_limit_resetting_in(3600, workspace))
     proc = start_rooda(agent, "--ai-format", "claude", "--log-dir", logs, cwd=workspace)
+
+    def waiting():
+        code, out, _ = status(logs, "--json")
+        summary = json.loads(out or "{}") if code == 0 else {}
+        return summary if summary.get("waiting_until") else None
     try:
-        deadline = time.monotonic() + 20
-        summary = {}
-        while time.monotonic() < deadline and not summary.get("waiting_until"):
-            done = subprocess.run([sys.executable, ROODA, "status", "--json", "--log-dir", str(logs)],
-                                  stdout=subprocess.PIPE, cwd=str(workspace))
-            summary = json.loads(done.stdout or b"{}") if done.returncode == 0 else {}
-            time.sleep(0.1)
+        summary = wait_until(waiting, timeout=20, interval=0.1)
+        assert summary, "status never said the run was waiting"
         assert summary["state"] == "running" and summary["last_event"] == "limit"
-        waiting = calendar.timegm(time.strptime(summary["waiting_until"][:19], "%Y-%m-%dT%H:%M:%S"))
-        assert 3500 < waiting - time.time() < 3700
-        text = subprocess.run([sys.executable, ROODA, "status", "--log-dir", str(logs)],
-                              stdout=subprocess.PIPE, cwd=str(workspace)).stdout.decode()
-        assert "waiting for a usage limit to reset until" in text
+        waiting_until = calendar.timegm(time.strptime(summary["waiting_until"][:19], "%Y-%m-%dT%H:%M:%S"))
+        assert 3500 < waiting_until - time.time() < 3700
+        assert "waiting for a usage limit to reset until" in status(logs)[1]
     finally:
         interrupt(proc, signal.SIGINT)
 

@@ -8,7 +8,7 @@ import stat
 import subprocess
 import time
 
-from conftest import interrupt, run_main, start_rooda, write_config
+from conftest import ends, interrupt, run_main, session_events, start_rooda, write_config
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 EVENT_FIELDS = {
@@ -28,11 +28,6 @@ def logs_in(directory):
     return sorted(glob.glob(os.path.join(str(directory), "session-*.log")))
 
 
-def events(log_path):
-    with open(log_path[:-4] + ".jsonl") as stream:
-        return [json.loads(line) for line in stream]
-
-
 def test_a_run_writes_a_log_and_a_jsonl_with_exactly_the_spec_events(workspace, agent, capfd, tmp_path):
     log_dir = tmp_path / "session-logs"
     agent.script({"actions": [{"out": "agent says hello\n"}], "exit": 1},
@@ -42,7 +37,7 @@ def test_a_run_writes_a_log_and_a_jsonl_with_exactly_the_spec_events(workspace, 
     assert code == 0
     [log] = logs_in(log_dir)
     assert re.search(r"session-\d{8}-\d{6}\.log$", log)
-    stream = events(log)
+    stream = session_events(log_dir)
     assert [e["event"] for e in stream] == [
         "session_start", "iteration_start", "gate", "iteration_end",
         "iteration_start", "gate", "iteration_end", "session_end"]
@@ -148,7 +143,7 @@ def test_an_interrupted_run_ends_its_jsonl_with_status_interrupted(workspace, ag
     agent.wait_for("ready")
     interrupt(proc)
     [log] = logs_in(log_dir)
-    stream = events(log)
+    stream = session_events(log_dir)
     assert stream[-2]["event"] == "iteration_end" and stream[-2]["outcome"] == "interrupted"
     assert stream[-1] == dict(stream[-1], event="session_end", status="interrupted", exit_code=130)
     with open(log) as human:
@@ -160,8 +155,7 @@ def test_head_before_and_after_inside_git(workspace, agent, capfd, tmp_path):
                  ["commit", "-q", "--allow-empty", "-m", "start"]):
         subprocess.run(["git"] + args, cwd=str(workspace), check=True)
     run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--log-dir", tmp_path / "l")
-    [log] = logs_in(tmp_path / "l")
-    end = [e for e in events(log) if e["event"] == "iteration_end"][0]
+    [end] = ends(session_events(tmp_path / "l"))
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=str(workspace), stdout=subprocess.PIPE,
                           check=True).stdout.decode().strip()
     assert end["head_before"] == end["head_after"] == head

@@ -3,7 +3,7 @@ import pytest
 
 import rooda
 
-from conftest import progress_lines, run_main, write_config
+from conftest import progress_lines, run_build, run_main, write_config
 
 OK = {}
 FAIL = {"exit": 1}
@@ -11,29 +11,25 @@ SUCCESS_SIGNAL = {"actions": [{"out": "done\n<promise>SUCCESS</promise>\n"}]}
 FAILURE_SIGNAL = {"actions": [{"out": "blocked\n<promise>FAILURE</promise>\n"}]}
 
 
-def run(capfd, agent, *args):
-    return run_main(capfd, "build", "--ai-cmd", agent.cmd, *args)
-
-
 # --- the outcome matrix: one test per row -----------------------------------------
 
 def test_exit_0_without_signal_is_success_and_the_loop_goes_on(workspace, agent, capfd):
     agent.script(OK)
-    code, _, err = run(capfd, agent, "-n", "2")
+    code, _, err, _ = run_build(capfd, agent, "-n", "2")
     assert code == 0 and agent.calls == 2
     assert "Iteration 1/2 completed in D (success)" in progress_lines(err)
 
 
 def test_exit_0_with_success_signal_completes(workspace, agent, capfd):
     agent.script(SUCCESS_SIGNAL)
-    code, _, err = run(capfd, agent, "-n", "5")
+    code, _, err, _ = run_build(capfd, agent, "-n", "5")
     assert code == 0 and agent.calls == 1
     assert progress_lines(err)[-1] == "Completed: agent signalled SUCCESS (1 iteration, total: D)"
 
 
 def test_exit_0_with_failure_signal_counts_as_failure(workspace, agent, capfd):
     agent.script(FAILURE_SIGNAL, OK)
-    code, _, err = run(capfd, agent, "-n", "2")
+    code, _, err, _ = run_build(capfd, agent, "-n", "2")
     assert code == 0
     lines = progress_lines(err)
     assert "Iteration 1/2 completed in D (failure, consecutive: 1/3)" in lines
@@ -42,34 +38,34 @@ def test_exit_0_with_failure_signal_counts_as_failure(workspace, agent, capfd):
 
 def test_nonzero_exit_without_signal_counts_as_failure(workspace, agent, capfd):
     agent.script(FAIL, OK)
-    code, _, err = run(capfd, agent, "-n", "2")
+    code, _, err, _ = run_build(capfd, agent, "-n", "2")
     assert code == 0
     assert "Iteration 1/2 completed in D (failure, consecutive: 1/3)" in progress_lines(err)
 
 
 def test_nonzero_exit_with_success_signal_completes_because_the_signal_wins(workspace, agent, capfd):
     agent.script(dict(SUCCESS_SIGNAL, exit=7))
-    code, _, err = run(capfd, agent, "-n", "5")
+    code, _, err, _ = run_build(capfd, agent, "-n", "5")
     assert code == 0 and agent.calls == 1
     assert "Iteration 1/5 completed in D (completed)" in progress_lines(err)
 
 
 def test_nonzero_exit_with_failure_signal_counts_as_failure(workspace, agent, capfd):
     agent.script(dict(FAILURE_SIGNAL, exit=3), OK)
-    code, _, err = run(capfd, agent, "-n", "2")
+    code, _, err, _ = run_build(capfd, agent, "-n", "2")
     assert "Iteration 1/2 completed in D (failure, consecutive: 1/3)" in progress_lines(err)
 
 
 def test_success_beats_failure_when_both_appear(workspace, agent, capfd):
     agent.script({"actions": [{"out": "<promise>FAILURE</promise>\n<promise>SUCCESS</promise>\n"}]})
-    code, _, err = run(capfd, agent, "-n", "5")
+    code, _, err, _ = run_build(capfd, agent, "-n", "5")
     assert code == 0 and agent.calls == 1
     assert "Completed: agent signalled SUCCESS" in progress_lines(err)[-1]
 
 
 def test_signal_on_stderr_counts(workspace, agent, capfd):
     agent.script({"actions": [{"err": "<promise>SUCCESS</promise>\n"}]})
-    code, _, _ = run(capfd, agent, "-n", "5")
+    code, _, _, _ = run_build(capfd, agent, "-n", "5")
     assert code == 0 and agent.calls == 1
 
 
@@ -77,7 +73,7 @@ def test_signal_on_stderr_counts(workspace, agent, capfd):
 
 def test_consecutive_failures_abort_with_exit_1(workspace, agent, capfd):
     agent.script(FAIL)
-    code, _, err = run(capfd, agent, "-n", "10")
+    code, _, err, _ = run_build(capfd, agent, "-n", "10")
     assert code == 1 and agent.calls == 3
     assert progress_lines(err)[-1] == \
         "ERROR: Aborting after 3 consecutive failures (3 iterations completed, total: D)"
@@ -85,7 +81,7 @@ def test_consecutive_failures_abort_with_exit_1(workspace, agent, capfd):
 
 def test_a_success_resets_the_consecutive_failures(workspace, agent, capfd):
     agent.script(FAIL, FAIL, OK, FAIL, FAIL, OK)
-    code, _, err = run(capfd, agent, "-n", "6")
+    code, _, err, _ = run_build(capfd, agent, "-n", "6")
     assert code == 0 and agent.calls == 6
     lines = progress_lines(err)
     assert "Iteration 4/6 completed in D (failure, consecutive: 1/3)" in lines
@@ -96,7 +92,7 @@ def test_a_success_resets_the_consecutive_failures(workspace, agent, capfd):
 def test_every_failing_iteration_says_why_in_an_indented_line(workspace, agent, capfd):
     agent.script({"actions": [{"out": "working\nKeyError: 'schema'\n"}], "exit": 1},
                  {}, {"actions": [{"write_file": "green", "text": ""}]})
-    code, _, err = run(capfd, agent, "-n", "3", "--no-verify-baseline", "--verify",
+    code, _, err, _ = run_build(capfd, agent, "-n", "3", "--no-verify-baseline", "--verify",
                        "test -f green || { echo 'E   assert 3 == 4'; exit 2; }")
     assert code == 0
     lines = err.splitlines()
@@ -109,7 +105,7 @@ def test_every_failing_iteration_says_why_in_an_indented_line(workspace, agent, 
 def test_the_agents_reason_is_its_last_line_and_never_the_bare_marker(workspace, agent, capfd):
     agent.script({"actions": [{"out": "working\nKeyError: 'schema'\n"}], "exit": 1},
                  {"actions": [{"out": "blocked on the schema\n<promise>FAILURE</promise>\n"}]}, OK)
-    code, _, err = run(capfd, agent, "-n", "3")
+    code, _, err, _ = run_build(capfd, agent, "-n", "3")
     lines = err.splitlines()
     assert "  exit 1: KeyError: 'schema'" in lines
     assert "  agent: blocked on the schema" in lines
@@ -120,20 +116,20 @@ def test_the_agents_reason_is_its_last_line_and_never_the_bare_marker(workspace,
 
 def test_failure_threshold_flag(workspace, agent, capfd):
     agent.script(FAIL)
-    code, _, _ = run(capfd, agent, "-n", "10", "--failure-threshold", "2")
+    code, _, _, _ = run_build(capfd, agent, "-n", "10", "--failure-threshold", "2")
     assert code == 1 and agent.calls == 2
 
 
 def test_cap_1_threshold_1_failing_iteration_aborts(workspace, agent, capfd):
     agent.script(FAIL)
-    code, _, err = run(capfd, agent, "-n", "1", "--failure-threshold", "1")
+    code, _, err, _ = run_build(capfd, agent, "-n", "1", "--failure-threshold", "1")
     assert code == 1
     assert progress_lines(err)[-1].startswith("ERROR: Aborting after 1 consecutive failures")
 
 
 def test_cap_1_succeeding_iteration_completes(workspace, agent, capfd):
     agent.script(OK)
-    code, _, err = run(capfd, agent, "-n", "1")
+    code, _, err, _ = run_build(capfd, agent, "-n", "1")
     assert code == 0
     assert progress_lines(err)[0] == "Starting procedure: build (max 1 iteration)"
 
@@ -221,7 +217,7 @@ def test_iteration_mode_unlimited_in_procedure(workspace, agent, capfd):
 
 def test_shipped_build_default_is_10(workspace, agent, capfd):
     agent.script(SUCCESS_SIGNAL)
-    code, _, err = run(capfd, agent)
+    code, _, err, _ = run_build(capfd, agent)
     assert code == 0
     assert progress_lines(err)[0] == "Starting procedure: build (max 10 iterations)"
 
@@ -230,7 +226,7 @@ def test_shipped_build_default_is_10(workspace, agent, capfd):
 
 def test_progress_lines_of_example_1_limited(workspace, agent, capfd):
     agent.script(OK)
-    code, out, err = run(capfd, agent, "--max-iterations", "3")
+    code, out, err, _ = run_build(capfd, agent, "--max-iterations", "3")
     assert code == 0 and out == ""
     assert progress_lines(err) == [
         "Starting procedure: build (max 3 iterations)",
@@ -247,7 +243,7 @@ def test_progress_lines_of_example_1_limited(workspace, agent, capfd):
 
 def test_progress_lines_of_example_2_abort(workspace, agent, capfd):
     agent.script(OK, OK, OK, FAIL)
-    code, _, err = run(capfd, agent, "--max-iterations", "10")
+    code, _, err, _ = run_build(capfd, agent, "--max-iterations", "10")
     assert code == 1
     lines = progress_lines(err)
     assert lines[2:] == [
@@ -269,7 +265,7 @@ def test_progress_lines_of_example_2_abort(workspace, agent, capfd):
 
 def test_progress_lines_of_example_6_unlimited_with_recovery(workspace, agent, capfd):
     agent.script(OK, OK, FAIL, OK, SUCCESS_SIGNAL)
-    code, _, err = run(capfd, agent, "--unlimited")
+    code, _, err, _ = run_build(capfd, agent, "--unlimited")
     assert code == 0
     lines = progress_lines(err)
     assert lines[0] == "Starting procedure: build (unlimited)"
@@ -284,13 +280,13 @@ def test_progress_lines_of_example_6_unlimited_with_recovery(workspace, agent, c
 
 def test_quiet_prints_nothing_on_success(workspace, agent, capfd):
     agent.script({"actions": [{"out": "agent chatter\n"}]}, SUCCESS_SIGNAL)
-    code, out, err = run(capfd, agent, "-n", "3", "--quiet")
+    code, out, err, _ = run_build(capfd, agent, "-n", "3", "--quiet")
     assert (code, out, err) == (0, "", "")
 
 
 def test_quiet_still_prints_the_abort_error(workspace, agent, capfd):
     agent.script(FAIL)
-    code, out, err = run(capfd, agent, "-n", "5", "-q")
+    code, out, err, _ = run_build(capfd, agent, "-n", "5", "-q")
     assert code == 1 and out == ""
     assert [line for line in progress_lines(err)] == [
         "ERROR: Aborting after 3 consecutive failures (3 iterations completed, total: D)"]
@@ -298,13 +294,13 @@ def test_quiet_still_prints_the_abort_error(workspace, agent, capfd):
 
 def test_without_verbose_agent_output_is_not_shown(workspace, agent, capfd):
     agent.script({"actions": [{"out": "SECRET-STDOUT\n"}, {"err": "SECRET-STDERR\n"}]})
-    code, out, err = run(capfd, agent, "-n", "1")
+    code, out, err, _ = run_build(capfd, agent, "-n", "1")
     assert "SECRET" not in out + err
 
 
 def test_verbose_shows_agent_stdout_and_stderr_on_their_streams(workspace, agent, capfd):
     agent.script({"actions": [{"out": "to-stdout\n"}, {"err": "to-stderr\n"}]})
-    code, out, err = run(capfd, agent, "-n", "1", "--verbose")
+    code, out, err, _ = run_build(capfd, agent, "-n", "1", "--verbose")
     assert code == 0
     assert out == "to-stdout\n"
     assert "to-stderr\n" in err
@@ -312,14 +308,14 @@ def test_verbose_shows_agent_stdout_and_stderr_on_their_streams(workspace, agent
 
 def test_each_iteration_is_a_fresh_process(workspace, agent, capfd):
     agent.script(OK)
-    run(capfd, agent, "-n", "3")
+    run_build(capfd, agent, "-n", "3")
     pids = {agent.pid(call) for call in (1, 2, 3)}
     assert len(pids) == 3
 
 
 def test_time_budget_stops_as_completed(workspace, agent, capfd):
     agent.script({"actions": [{"sleep": 0.3}]})
-    code, _, err = run(capfd, agent, "-u", "--max-time", "0.5")
+    code, _, err, _ = run_build(capfd, agent, "-u", "--max-time", "0.5")
     assert code == 0
     assert 2 <= agent.calls <= 3
     assert progress_lines(err)[-1].endswith(" iterations, total: D)")
@@ -328,14 +324,14 @@ def test_time_budget_stops_as_completed(workspace, agent, capfd):
 
 def test_iteration_timeout_is_a_failure_named_timeout(workspace, agent, capfd):
     agent.script({"actions": [{"sleep": 30}]})
-    code, _, err = run(capfd, agent, "-n", "1", "--timeout", "0.3")
+    code, _, err, _ = run_build(capfd, agent, "-n", "1", "--timeout", "0.3")
     assert code == 0
     assert "Iteration 1/1 completed in D (timeout, consecutive: 1/3)" in progress_lines(err)
 
 
 def test_idle_timeout_stops_a_silent_agent(workspace, agent, capfd):
     agent.script({"actions": [{"out": "thinking\n"}, {"sleep": 30}]})
-    code, _, err = run(capfd, agent, "-n", "1", "--idle-timeout", "0.3", "--failure-threshold", "1")
+    code, _, err, _ = run_build(capfd, agent, "-n", "1", "--idle-timeout", "0.3", "--failure-threshold", "1")
     assert code == 1
     assert "(timeout, consecutive: 1/1)" in err
     assert "no output for" in err
@@ -343,7 +339,7 @@ def test_idle_timeout_stops_a_silent_agent(workspace, agent, capfd):
 
 def test_success_seen_before_a_timeout_still_completes(workspace, agent, capfd):
     agent.script({"actions": [{"out": "<promise>SUCCESS</promise>\n"}, {"sleep": 30}]})
-    code, _, err = run(capfd, agent, "-n", "3", "--timeout", "0.5")
+    code, _, err, _ = run_build(capfd, agent, "-n", "3", "--timeout", "0.5")
     assert code == 0 and agent.calls == 1
     assert "Completed: agent signalled SUCCESS" in progress_lines(err)[-1]
 
@@ -352,7 +348,7 @@ def test_success_seen_before_a_timeout_still_completes(workspace, agent, capfd):
 
 def test_delay_pauses_between_iterations(workspace, agent, capfd):
     agent.script(OK)
-    code, _, _ = run(capfd, agent, "-n", "2", "--delay", "0.4")
+    code, _, _, _ = run_build(capfd, agent, "-n", "2", "--delay", "0.4")
     assert code == 0
     assert agent.started(2) - agent.started(1) >= 0.4
 
@@ -360,7 +356,7 @@ def test_delay_pauses_between_iterations(workspace, agent, capfd):
 def test_backoff_multiplies_the_delay_per_consecutive_failure(workspace, agent, capfd):
     write_config(workspace, {"loop": {"delay": 0.2, "backoff": 3}})
     agent.script(FAIL, FAIL, OK)
-    code, _, _ = run(capfd, agent, "-n", "3")
+    code, _, _, _ = run_build(capfd, agent, "-n", "3")
     assert agent.started(2) - agent.started(1) >= 0.2 * 3       # after 1 failure
     assert agent.started(3) - agent.started(2) >= 0.2 * 3 ** 2  # after 2 failures
 

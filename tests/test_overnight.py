@@ -8,15 +8,11 @@ import signal
 import pytest
 
 from conftest import (OK_RESULT, fake_cli, alive, process_state, events_line, git, interrupt, make_repo,
-                      procedure, replay, run_main, run_rooda, say, session_events, start_rooda, wait_until,
-                      write_config)
+                      procedure, replay, run_main, run_rooda, say, session_events, start_rooda, status, status_json,
+                      wait_until, write_config)
 
 SUCCESS = {"actions": [{"out": "done\n<promise>SUCCESS</promise>\n"}]}
 HOLD = {"actions": [{"touch": "running"}, {"wait_for": "never"}]}
-
-
-def status(log_dir, *args):
-    return run_rooda("status", "--log-dir", log_dir, *args).stdout.decode()
 
 
 # --- rooda's own death --------------------------------------------------------------------
@@ -36,7 +32,7 @@ def test_sigkill_of_rooda_ends_the_agent_its_child_and_its_setsid_grandchild(wor
     proc.wait()
     assert wait_until(lambda: not any(alive(pid) for pid in pids), timeout=3), \
         [pid for pid in pids if alive(pid)]
-    shown = status(logs)
+    shown = status(logs)[1]
     assert "state       died: no session_end, and its process (pid %d) is gone; it was in iteration 1" \
         % proc.pid in shown
 
@@ -50,9 +46,9 @@ def test_died_lasts_until_the_last_sign_of_life_not_the_last_event(workspace, ag
     proc.kill()
     proc.wait()
     [log] = [path for path in logs.iterdir() if path.suffix == ".log"]
-    started = json.loads(status(logs, "--json"))["elapsed_seconds"]
+    started = status_json(logs)["elapsed_seconds"]
     os.utime(str(log), (log.stat().st_mtime + 3600, log.stat().st_mtime + 3600))  # output an hour on
-    assert json.loads(status(logs, "--json"))["elapsed_seconds"] >= started + 3599
+    assert status_json(logs)["elapsed_seconds"] >= started + 3599
 
 
 def test_a_keep_awake_that_fails_at_once_is_no_zombie_for_the_run(workspace, agent, tmp_path, monkeypatch):
@@ -166,7 +162,7 @@ def test_resume_after_sigint_goes_on_to_the_original_cap_in_the_same_session(wor
     proc = start_rooda(agent, "-n", "3", "--log-dir", logs, cwd=workspace)
     agent.wait_for("running")
     interrupt(proc)
-    assert "state       ended: interrupted, exit code 130" in status(logs)
+    assert "state       ended: interrupted, exit code 130" in status(logs)[1]
     result = run_rooda("resume", "--log-dir", logs, cwd=workspace, env=agent.env)
     err = result.stderr.decode()
     assert result.returncode == 0, err

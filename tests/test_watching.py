@@ -12,7 +12,7 @@ import sys
 import time
 
 from conftest import (OK_RESULT, ROODA, events_line, interrupt, make_repo, procedure, process_state, release,
-                      run_main, run_rooda, say, start_rooda, wait_until, write_config)
+                      run_main, run_rooda, say, start_rooda, status, status_json, wait_until, write_config)
 
 
 def screen(raw):
@@ -151,33 +151,22 @@ def test_a_failing_gate_and_a_wait_announce_themselves(workspace, agent, capfd):
 
 # --- status ------------------------------------------------------------------------------
 
-def status(cwd, *args):
-    proc = run_rooda("status", *args, cwd=str(cwd))
-    return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
-
-
-def status_json(cwd, logs):
-    code, out, err = status(cwd, "--json", "--log-dir", logs)
-    assert code == 0, err
-    return json.loads(out)
-
-
 def test_status_of_a_live_run_in_another_process(workspace, agent, tmp_path):
     logs = tmp_path / "logs"
     agent.script({"actions": [{"touch": "ready"}, {"wait_for": "release"}]})
     proc = start_rooda(agent, "-n", "3", "--log-dir", logs, cwd=workspace)
     try:
         agent.wait_for("ready")
-        live = status_json(workspace, logs)
+        live = status_json(logs)
         assert live["state"] == "running" and live["pid"] == proc.pid
         assert (live["procedure"], live["iteration"], live["max_iterations"]) == ("build", 1, 3)
         assert live["status"] is None and live["last_event"] == "iteration_start"
-        code, text, _ = status(workspace, "--log-dir", logs)
+        code, text, _ = status(logs)
         assert "running (pid %d), iteration 1/3 under way" % proc.pid in text
     finally:
         release(agent)
     proc.wait(timeout=30)
-    ended = status_json(workspace, logs)
+    ended = status_json(logs)
     assert (ended["state"], ended["status"], ended["exit_code"]) == ("ended", "completed", 0)
     assert (ended["iterations"], ended["successes"], ended["failures"]) == (3, 3, 0)
 
@@ -186,14 +175,14 @@ def test_status_of_aborted_interrupted_and_killed_runs(workspace, agent, tmp_pat
     logs = tmp_path / "logs"
     agent.script({"exit": 1})
     run_rooda("build", "--ai-cmd", agent.cmd, "--log-dir", logs, cwd=workspace, env=agent.env)
-    aborted = status_json(workspace, logs)
+    aborted = status_json(logs)
     assert (aborted["status"], aborted["exit_code"], aborted["failures"]) == ("aborted", 1, 3)
 
     agent.script({"actions": [{"touch": "ready-2"}, {"sleep": 60}]})
     proc = start_rooda(agent, "--log-dir", logs, cwd=workspace)
     agent.wait_for("ready-2")
     interrupt(proc, signal.SIGINT)
-    interrupted = status_json(workspace, logs)
+    interrupted = status_json(logs)
     assert (interrupted["status"], interrupted["exit_code"]) == ("interrupted", 130)
 
     agent.script({"actions": [{"touch": "ready-3"}, {"sleep": 60}]})
@@ -202,14 +191,14 @@ def test_status_of_aborted_interrupted_and_killed_runs(workspace, agent, tmp_pat
     proc.kill()
     proc.wait()
     os.killpg(agent.pid(agent.calls), signal.SIGKILL)
-    killed = status_json(workspace, logs)
+    killed = status_json(logs)
     assert killed["state"] == "died" and killed["status"] is None
-    code, text, _ = status(workspace, "--log-dir", logs)
+    code, text, _ = status(logs)
     assert code == 0 and "died: no session_end, and its process (pid %d) is gone; it was in iteration 1, the" \
         " last event iteration_start at " % proc.pid in text
-    code, rows, _ = status(workspace, "--all", "--log-dir", logs)
+    code, rows, _ = status(logs, "--all")
     assert [row.split()[4] for row in rows.splitlines()] == ["died", "interrupted", "aborted"]
-    code, lines, _ = status(workspace, "--all", "--json", "--log-dir", logs)
+    code, lines, _ = status(logs, "--all", "--json")
     assert [json.loads(line)["state"] for line in lines.splitlines()] == ["died", "ended", "ended"]
 
 
@@ -224,18 +213,18 @@ def test_status_reports_usage_and_skips_lines_it_cannot_parse(workspace, tmp_pat
                                               "cost_usd": 0.25, "model": "m"}}]
     text = "\n".join(json.dumps(line) for line in lines) + "\nnot json\n{\"event\": \"iteration_st"
     (logs / "session-20261124-100000.jsonl").write_text(text)
-    summary = status_json(workspace, logs)
+    summary = status_json(logs)
     assert summary["skipped_lines"] == 2 and summary["state"] == "died"
     assert summary["usage"]["cost_usd"] == 0.25 and summary["usage"]["input_tokens"] == 1000
-    code, text, _ = status(workspace, "--log-dir", logs)
+    code, text, _ = status(logs)
     assert "usage       1.2k tokens · $0.25 · m" in text and "2 lines that did not parse" in text
 
 
 def test_status_without_logs_says_so_with_exit_1(workspace, tmp_path):
-    code, out, err = status(workspace, "--log-dir", tmp_path / "nothing-here")
+    code, out, err = status(tmp_path / "nothing-here")
     assert code == 1 and out == "" and "no log directory at " in err
     (tmp_path / "empty").mkdir()
-    code, out, err = status(workspace, "--log-dir", tmp_path / "empty")
+    code, out, err = status(tmp_path / "empty")
     assert code == 1 and "no session logs in " in err and "Traceback" not in err
 
 
@@ -309,14 +298,14 @@ def test_the_status_line_follows_a_claude_stream_tool_thinking_retrying(workspac
     seen = []
     try:
         assert read_until(master, seen, lambda text: "→ Bash: pytest -q · " in text), "".join(seen)
-        running = wait_until(lambda: "→ Bash: pytest -q" in status(workspace, "--log-dir", logs)[1])
+        running = wait_until(lambda: "→ Bash: pytest -q" in status(logs)[1])
         assert running
-        text = status(workspace, "--log-dir", logs)[1]
+        text = status(logs)[1]
         assert "now         → Bash: pytest -q · " in text and "iteration   1 tool call so far" in text
         os.kill(proc.pid, signal.SIGSTOP)
-        assert "state       stopped (pid %d" % proc.pid in status(workspace, "--log-dir", logs)[1]
+        assert "state       stopped (pid %d" % proc.pid in status(logs)[1]
         os.kill(proc.pid, signal.SIGCONT)
-        assert "state       running (pid %d)" % proc.pid in status(workspace, "--log-dir", logs)[1]
+        assert "state       running (pid %d)" % proc.pid in status(logs)[1]
         release(agent, "r1")
         assert read_until(master, seen, lambda text: "1 tool call · thinking · " in text), "".join(seen)
         release(agent, "r2")
@@ -339,9 +328,9 @@ def test_status_all_orders_sessions_by_their_start_not_their_file_names(workspac
                                   ("20261124-100000", "2026-11-24T10:00:00.000Z", "newer")):
         (logs / ("session-%s.jsonl" % stamp)).write_text(json.dumps(
             {"event": "session_start", "time": started, "procedure": which, "pid": 999999999}) + "\n")
-    code, rows, _ = status(workspace, "--all", "--log-dir", logs)
+    code, rows, _ = status(logs, "--all")
     assert code == 0 and [row.split()[2] for row in rows.splitlines()] == ["newer", "older"]
-    assert "procedure   newer" in status(workspace, "--log-dir", logs)[1]
+    assert "procedure   newer" in status(logs)[1]
 
 
 def test_heartbeats_go_on_through_the_agent_verify_and_a_slow_pre_commit_hook(workspace, agent):
@@ -400,7 +389,7 @@ def test_status_counts_a_wait_down(workspace, agent, tmp_path):
     proc = start_rooda(agent, "-n", "2", "--delay", "200", "--log-dir", logs, cwd=workspace)
     try:
         shown = wait_until(lambda: re.search(r"now         waiting before iteration 2 · (\d+)m(\d\d)s left",
-                                             status(workspace, "--log-dir", logs)[1]))
+                                             status(logs)[1]))
         assert shown and 150 <= int(shown.group(1)) * 60 + int(shown.group(2)) <= 200, shown
     finally:
         interrupt(proc)
@@ -441,7 +430,7 @@ def test_a_killed_run_not_yet_reaped_is_died(workspace, agent, tmp_path):
     proc.kill()
     assert wait_until(lambda: process_state(proc.pid) == "Z")
     try:
-        assert status_json(workspace, logs)["state"] == "died"
+        assert status_json(logs)["state"] == "died"
     finally:
         proc.wait()
 
@@ -458,9 +447,9 @@ def test_a_number_out_of_range_skips_its_line_in_status_and_status_all(workspace
         ' "status": "completed", "exit_code": 0}\n'
         '{"event": "session_end", "time": "2026-11-24T10:02:00.000Z", "seconds": %s}\n' % ("9" * 400))
     for args in ((), ("--all",), ("--json",), ("--all", "--json")):
-        code, out, err = status(workspace, "--log-dir", logs, *args)
+        code, out, err = status(logs, *args)
         assert code == 0 and "Traceback" not in err and out, (args, err)
-    summary = status_json(workspace, logs)
+    summary = status_json(logs)
     assert summary["skipped_lines"] == 3 and summary["state"] == "died"
 
 
@@ -496,11 +485,11 @@ def test_status_all_reads_a_long_sessions_first_line_and_tail(workspace, tmp_pat
         text = "".join(json.dumps(event) + "\n" for event in events)
         assert len(text) > 2 * 65536
         (logs / ("session-202611%s-100000.jsonl" % day)).write_text(text)
-    code, rows, err = status(workspace, "--all", "--log-dir", logs)
+    code, rows, err = status(logs, "--all")
     assert code == 0, err
     died, ended = [row.split(None, 7) for row in rows.splitlines()]
     assert died[1:7] == ["10:00:00", "build", "1000/2000", "died", "59m00s", "?"] and died[7] == "exit 1: boom 999"
     assert ended[1:] == ["10:00:00", "build", "1000/2000", "aborted", "2h00m00s", "$500.00", "3 failures"]
-    code, lines, _ = status(workspace, "--all", "--json", "--log-dir", logs)
+    code, lines, _ = status(logs, "--all", "--json")
     died, ended = [json.loads(line) for line in lines.splitlines()]
     assert (died["consecutive_failures"], ended["consecutive_failures"]) == (0, None)  # None: not read
