@@ -65,13 +65,17 @@ def test_the_formats_are_text_and_every_registered_one():
     assert rooda.AGENT_FORMATS == ("text",) + tuple(rooda.OUTPUT_FORMATS)
 
 
-# The readers of STOPS' shape and of the closing line's code, one each: STOPS is a dict of
-# (status, exit code, closing-line template) tuples today; were its rows a record, only
-# these two functions change.
+# The readers of STOPS' shape and of the closing line's code, one each.
 
 def stops():
     """{stop: (status, exit code or None for 128 + the signal, closing-line template)}."""
-    return {name: (row[0], row[1], row[2]) for name, row in rooda.STOPS.items()}
+    return {name: (row.status, row.exit_code, row.words) for name, row in rooda.STOPS.items()}
+
+
+def test_each_stop_is_said_at_a_level_progress_has_and_resume_takes_what_may_go_on():
+    assert {row.level for row in rooda.STOPS.values()} <= {"info", "error", "always"}
+    assert all(callable(getattr(rooda.Progress, row.level)) for row in rooda.STOPS.values())
+    assert {row.status for row in rooda.STOPS.values() if row.resumable} == {"interrupted", "limited", "unavailable"}
 
 
 def closing_line_keywords():
