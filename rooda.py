@@ -335,15 +335,26 @@ def telling_line(text: str) -> str:
     return last[:200]
 
 
+# An escape sequence (CSI, OSC to its BEL or ST, or one of two characters), or another
+# control character but a tab or a newline.
+_CONTROLS = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.?)"
+                       r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]", re.S)
+
+
+def clean(text: str) -> str:
+    """Text from an agent or its CLI as rooda shows it anywhere (SPEC 14): escape sequences
+    dropped, other control characters blanked, so that it cannot retitle the terminal,
+    write the clipboard or hide text; a NUL never reaches an argument or a variable."""
+    return _CONTROLS.sub(lambda found: "" if found.group().startswith("\x1b") else " ", text)
+
+
 def _one_line(text: object, limit: int = 160) -> str:
-    """The first non-blank line of a text, cut to `limit` characters, its control
-    characters blanked (an escape sequence in a tool's argument must not reach the
-    terminal)."""
+    """The first non-blank line of a text, cut to `limit` characters, cleaned."""
     if not isinstance(text, str):
         return ""
     for line in text.splitlines():
         if line.strip():
-            line = "".join(c if c.isprintable() else " " for c in line.strip()[:limit])
+            line = clean(line).strip()[:limit]
             return line if len(line) < limit else line[:limit - 1] + "…"
     return ""
 
@@ -384,7 +395,7 @@ def _finite(text: str, kind: type = float) -> Any:
 def _last_line(output: bytes, markers: Sequence[str]) -> str:
     """An output's last non-blank line that is not a bare promise marker, ≤ 200 chars."""
     for line in reversed(output.decode("utf-8", "replace").splitlines()):
-        line = line.strip()
+        line = clean(line).strip()
         if line and line not in markers:
             return line[:200]
     return ""
@@ -1106,9 +1117,11 @@ def usage_event(figures: Mapping[str, Any], how: str = "set", key: object = None
     return (EV_USAGE, {name: value for name, value in figures.items() if value is not None}, how, key)
 
 
-def limit_event(kind: str, message: Optional[str], resets_at: Optional[float]) -> tuple:
-    """A provider usage or rate limit (resets_at: an epoch, or None)."""
-    return (EV_LIMIT, kind, message, resets_at)
+def limit_event(kind: str, message: Optional[str], resets_at: object) -> tuple:
+    """A provider usage or rate limit (resets_at: an epoch in seconds, or None -- and None
+    for what is not one: nanoseconds, 1e308)."""
+    epoch = _number(resets_at)
+    return (EV_LIMIT, kind, message, epoch if epoch is not None and 0 < epoch < 1e11 else None)
 
 
 def error_event(message: str, status: object = None, category: object = None) -> tuple:
@@ -1255,7 +1268,8 @@ def decode_claude(event: dict) -> Optional[list]:
             return [error_event(" ".join(texts) or str(event["error"]), None, str(event["error"]))]
         message = _mapping(event.get("message"))
         usage = _mapping(message.get("usage"))
-        events: list = [usage_event(_claude_tokens(usage), "partial", message.get("id"))] if usage else []
+        key = message.get("id") if isinstance(message.get("id"), str) else None  # (a dict's key)
+        events: list = [usage_event(_claude_tokens(usage), "partial", key)] if usage else []
         for block in blocks:
             if block.get("type") == "text" and isinstance(block.get("text"), str):
                 if event.get("parent_tool_use_id"):
@@ -1281,8 +1295,7 @@ def decode_claude(event: dict) -> Optional[list]:
     if kind == "rate_limit_event":
         info = _mapping(event.get("rate_limit_info"))
         if info.get("status") == "rejected":
-            return [limit_event(str(info.get("rateLimitType") or "rate_limit"), None,
-                                _number(info.get("resetsAt")))]
+            return [limit_event(str(info.get("rateLimitType") or "rate_limit"), None, info.get("resetsAt"))]
         if info.get("status") == "allowed_warning":
             used = _number(info.get("utilization"))
             return [notice_event("approaching the %s usage limit%s" % (
@@ -2645,9 +2658,9 @@ def describe_previous(previous: "_Attempt", markers: Sequence[str]) -> str:
 
     The quoted output has its signal strings replaced by a mention, so that an agent
     that echoes the section back does not repeat the previous iteration's claim."""
-    text = previous.feedback[-FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace")
+    text = clean(previous.feedback[-FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace"))
     for marker in markers:
-        text = text.replace(marker, "[signal %s]" % marker.replace("<", "").replace(">", " ").split()[-1])
+        text = text.replace(marker, "[signal %s]" % (re.sub(r"</?\w+>", "", marker).strip() or "marker"))
     text = text.strip("\n")
     head = "Iteration %d ended in %s (exit code %d)." % (
         previous.number, previous.outcome, previous.result.exit_code if previous.result else 0)
@@ -2779,6 +2792,16 @@ class SignalGuard:
 
     def _record_stop(self, signum: int, frame: object) -> None:
         self.stop_requested = True
+
+    def how_to_stop(self) -> str:
+        """What stops a wait (SPEC 16): Ctrl+C where it reaches rooda (a terminal, SIGINT
+        not inherited ignored), else a kill."""
+        terminal = False
+        for fd in (0, 2):
+            with _suppress(OSError):
+                terminal = terminal or os.isatty(fd)
+        handled = any(signum == signal.SIGINT for signum, _ in self._saved)
+        return "Ctrl+C stops." if terminal and handled else "kill -TERM %d stops." % os.getpid()
 
     def suspend(self, groups: Iterable[int]) -> float:
         """Ctrl+Z: stop the children's groups (they run in sessions of their own, so the
@@ -3680,6 +3703,7 @@ def activity_words(kind: str, detail: str, seconds: float) -> str:
     """What the agent is doing, as the status line, the heartbeat and `status` say it:
     `→ Bash: pytest -q · 12s`, `thinking · 8s`, `retrying: HTTP 529 overloaded · attempt
     3/10`, `quiet 2m10s`, `provider unavailable · 2m left`."""
+    detail = clean(detail)
     if kind == "tool":
         return "→ %s · %s" % (detail, format_duration(seconds))
     if kind == "retrying":
@@ -3962,7 +3986,7 @@ class EventReader(Reader):
             self.tool_calls += 1
             self.limit = None
             detail = event[2].replace(self.cwd, "") if event[2] else ""
-            self.last_tool = "%s: %s" % (event[1], detail) if detail else event[1]
+            self.last_tool = clean("%s: %s" % (event[1], detail) if detail else event[1])
             self.doing = ("tool", self.last_tool, time.monotonic())
             self._show("→ " + self.last_tool)
         elif kind == EV_TOOL_RESULT:
@@ -4603,7 +4627,9 @@ class SessionLog:
         if self.problem is None and record != self.live:
             self.live = record
             with _suppress(OSError):  # (best effort: `status` then shows the events alone)
-                with open(self.files.live + ".tmp", "w") as stream:
+                # 0600, as the .jsonl: a tool's command line may hold a token.
+                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                with os.fdopen(os.open(self.files.live + ".tmp", flags, 0o600), "w") as stream:
                     json.dump(record, stream)
                 os.replace(self.files.live + ".tmp", self.files.live)
 
@@ -4752,7 +4778,9 @@ def _read_session(path: str, whole: bool) -> Tuple[List[bytes], bool]:
             stream.seek(size - STATUS_TAIL_BYTES)
             tail = stream.read().rstrip(b"\n").split(b"\n")[1:]  # (the first is cut)
             # An ended session says in its session_end all that `status --all` shows.
-            ended = tail and tail[-1].startswith(b'{"event": "session_end"')
+            ended = False
+            with _suppress(ValueError, RecursionError):  # (whatever the JSON spacing)
+                ended = bool(tail) and _mapping(json.loads(tail[-1])).get("event") == "session_end"
             return [first] + (tail[-1:] if ended else tail), False
         return [first] + stream.read().split(b"\n"), True
 
@@ -5419,17 +5447,19 @@ class GateRunner:
         return None
 
     def notify(self, event: str, status: str, reason: str, iteration: Optional[int], state: LoopState,
-               exit_code: str = "") -> None:
+               exit_code: str = "", **more: str) -> None:
         """The `notify` command at an event of notify_on (SPEC 16), details in ROODA_*
-        variables; bounded (30 s, 5 s once a signal came: a second one ends it), its
-        failure one warning that changes nothing else."""
+        variables (`more`: ROODA_WAIT_KIND, ROODA_WAIT_UNTIL of a wait), cleaned text all:
+        bounded (30 s, 5 s once a signal came: a second one ends it), its failure one
+        warning that changes nothing else."""
         plan, log, cost = self.plan, self.log, state.usage.get("cost_usd")
         if not plan.notify or event not in plan.notify_on:
             return
         env = dict(os.environ, ROODA_EVENT=event, ROODA_STATUS=status, ROODA_EXIT_CODE=exit_code,
                    ROODA_REASON=reason, ROODA_PROCEDURE=plan.procedure, ROODA_ITERATION=str(iteration or ""),
-                   ROODA_ITERATIONS=str(state.finished), ROODA_COST_USD="" if cost is None else "%g" % cost,
-                   ROODA_LOG=log.path if log else "", ROODA_SESSION=log.files.jsonl if log else "")
+                   ROODA_ITERATIONS=str(state.finished), ROODA_COST_USD="" if cost is None else "%.2f" % cost,
+                   ROODA_LOG=log.path if log else "", ROODA_SESSION=log.files.jsonl if log else "", **more)
+        env.update((name, clean(value)) for name, value in env.items() if name.startswith("ROODA_"))
         late = self.guard is not None and self.guard.signum is not None
         result = run_gate(plan.notify, env=env, cwd=plan.cwd, guard=self.guard,
                           limits=Limits(timeout=5 if late else 30, grace=1, after_signal=late))
@@ -6201,17 +6231,20 @@ class _Run:
                 return self.stop(STOP_UNAVAILABLE, "provider unavailable: %s (%s)" % (brief, beyond))
             return self.stop(STOP_LIMITED, "%s (%s)" % (_limit_words(trouble, now), beyond))
         if outage:
-            progress.info("Provider unavailable: %s; retrying in %s (attempt %d). Ctrl+C stops."
-                          % (brief, format_budget(round(wait)), state.waits))
+            progress.info("Provider unavailable: %s; retrying in %s (attempt %d). %s"
+                          % (brief, format_budget(round(wait)), state.waits, self.guard.how_to_stop()))
             what = "provider unavailable"
         else:
-            progress.info("Usage limit reached (%s): %s; waiting until %s (%s). Ctrl+C stops." % (
+            progress.info("Usage limit reached (%s): %s; waiting until %s (%s). %s" % (
                 trouble.limit, message, clock_words(now + wait, now),
                 format_duration(wait) if trouble.resets_at else
-                "%s, the provider did not say when it resets" % format_budget(round(wait))))
+                "%s, the provider did not say when it resets" % format_budget(round(wait)),
+                self.guard.how_to_stop()))
             what = "usage limit (%s)" % trouble.limit
         state.waiting_for = trouble.kind
-        self.gates.notify("wait", attempt.outcome, "%s: %s" % (trouble.kind, message), attempt.number, state)
+        self.gates.notify("wait", attempt.outcome, "%s: %s" % (trouble.kind, message), attempt.number, state,
+                          ROODA_WAIT_KIND="outage" if outage else trouble.limit,
+                          ROODA_WAIT_UNTIL=iso_time(now + wait))
         self.wait(wait, what)
         state.waiting_for = None
         return True
@@ -6747,8 +6780,11 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
         limit = 0.3 if guard.signum is not None else None
         for outlet in {out, err}:
             outlet.close(limit=limit)
-    if state.status == STATUS_INTERRUPTED:
-        _FATAL_SIGNAL = state.interrupted_by
+    # A signal that came as the run ended (its closing notify) still ends rooda by it.
+    signum = state.interrupted_by if state.status == STATUS_INTERRUPTED else guard.signum
+    if signum is not None:
+        _FATAL_SIGNAL = signum
+        return 128 + signum
     return state.exit_code()
 
 
@@ -7120,7 +7156,7 @@ def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
                 format_duration(max(now - moment, 0)))),
             ("skipped", summary["skipped_lines"] and "%s that did not parse" % plural(
                 summary["skipped_lines"], "line"))]
-    return "".join("%-10s  %s\n" % (key, value) for key, value in rows if value)
+    return "".join("%-10s  %s\n" % (key, clean(str(value))) for key, value in rows if value)
 
 
 def _status_row(summary: Dict[str, Any]) -> str:
@@ -7131,7 +7167,7 @@ def _status_row(summary: Dict[str, Any]) -> str:
     cost = (summary["usage"] or {}).get("cost_usd")
     return "%s  %-12s  %7s  %-11s  %9s  %6s  %s" % (
         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "?" * 19,
-        summary["procedure"], "%d%s" % (summary["iterations"], "/%d" % cap if cap else ""),
+        clean(str(summary["procedure"])), "%d%s" % (summary["iterations"], "/%d" % cap if cap else ""),
         summary["status"] if summary["state"] == RUN_ENDED else summary["state"],
         format_duration(summary["elapsed_seconds"] or 0), format_cost(cost) if cost is not None
         else "?" if summary["successes"] is None else "-", _one_line(summary["reason"] or "", 100))

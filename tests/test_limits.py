@@ -123,7 +123,7 @@ def test_a_known_reset_is_waited_out_and_the_same_iteration_runs_again(workspace
     lines = progress_lines(err)
     assert "Iteration 1/1 completed in D (limited) · 29.3k tokens · $0.09" in lines
     assert any(line.startswith("Usage limit reached (five_hour): You've hit your session limit · resets")
-               and line.endswith(". Ctrl+C stops.") for line in lines)
+               and line.endswith(". kill -TERM %d stops." % os.getpid()) for line in lines)  # (no terminal)
     assert lines.count("Iteration 1/1 starting...") == 2
     assert lines[-1].startswith("Completed: agent signalled SUCCESS (1 iteration, total: D)")
     events = session_events(logs)

@@ -114,7 +114,7 @@ def test_notify_at_the_end_of_a_completed_run_gets_the_documented_variables(work
     assert log.endswith(".log") and os.path.dirname(log) == str(logs)
     assert call == {"ROODA_EVENT": "session_end", "ROODA_STATUS": "completed", "ROODA_EXIT_CODE": "0",
                     "ROODA_REASON": "success signal", "ROODA_PROCEDURE": "build",
-                    "ROODA_ITERATION": "1", "ROODA_ITERATIONS": "1", "ROODA_COST_USD": "0.1",
+                    "ROODA_ITERATION": "1", "ROODA_ITERATIONS": "1", "ROODA_COST_USD": "0.10",
                     "ROODA_SESSION": log[:-4] + ".jsonl"}
 
 
