@@ -1523,7 +1523,7 @@ AGENT_CLIS = (
             ("warning", lambda argv, env, repo: True,
              "claude exits 0 even when tools were denied; a `verify` gate checks the work itself")),
         words=(
-            (CAUSE_LIMIT, r"You(?:'|’)ve hit your ((?:[\w']+ )*?limit)\b", None),
+            (CAUSE_LIMIT, r"You(?:'|’)ve hit your ((?:[\w'-]+ )*?limit)\b", None),
             (CAUSE_LIMIT, r"You(?:'|’)re out of (usage credits)", None),
             (CAUSE_LIMIT, r"Your org is out of (usage)", None),
             (CAUSE_LIMIT, r"API Error: Request rejected \(429\)", "rate limit"),
@@ -1547,7 +1547,7 @@ AGENT_CLIS = (
         pitfalls=(("error", lambda argv, env, repo: "--skip-git-repo-check" not in argv and not repo,
                    "codex exec exits 1 outside a git repository without --skip-git-repo-check"),),
         words=(
-            (CAUSE_LIMIT, r"You(?:'|’)ve hit your ((?:[\w']+ )*?limit)\b", None),
+            (CAUSE_LIMIT, r"You(?:'|’)ve hit your ((?:[\w'-]+ )*?limit)\b", None),
             (CAUSE_BILLING, r"\bQuota exceeded\. Check your plan and billing details", None),
             (CAUSE_LIMIT, r"exceeded retry limit, last status: 429", "rate limit"),
             (CAUSE_OUTAGE, r"stream disconnected|unexpected status 5\d\d\b", None),
@@ -4359,8 +4359,10 @@ def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bo
     elif report.limit is not None:
         return ProviderTrouble(kind=CAUSE_LIMIT, limit=limit_kind, resets_at=resets,
                                message=said or "the provider refused the request (%s limit)" % limit_kind)
-    elif report.cut_short and report.notice:  # its last retry is what the CLI said of its end
-        cause, kind, _ = provider_words(report.notice, _CLI_WORDS)
+    elif report.cut_short and (report.notice or "").startswith("retrying: "):
+        # Its last retry is what the CLI said of its end -- not a sub-agent's words, which
+        # may quote a limit message (SPEC 13 rev 4).
+        cause, kind, _ = provider_words(report.notice or "", _CLI_WORDS)
         if cause is not None:
             return ProviderTrouble(kind=cause, message=report.notice, limit=kind)
     if success_said:
