@@ -1133,9 +1133,10 @@ def error_event(message: str, status: object = None, category: object = None) ->
     return (EV_ERROR, message, status, category if isinstance(category, str) else None)
 
 
-def notice_event(message: str) -> tuple:
-    """Retries and warnings: shown, never a failure."""
-    return (EV_NOTICE, message)
+def notice_event(message: str, own: bool = True) -> tuple:
+    """Retries and warnings: shown, never a failure. Not `own` (a sub-agent's words, which
+    may quote a limit message): shown only, never what the CLI said of its end."""
+    return (EV_NOTICE, message, own)
 
 
 def retry_event(status: object, error: object, attempt: object, most: object) -> tuple:
@@ -1274,7 +1275,7 @@ def decode_claude(event: dict) -> Optional[list]:
             if block.get("type") == "text" and isinstance(block.get("text"), str):
                 if event.get("parent_tool_use_id"):
                     # A sub-agent's words (Task tool): shown, but not the agent's verdict.
-                    events.append(notice_event("sub-agent: " + _one_line(block["text"])))
+                    events.append(notice_event("sub-agent: " + _one_line(block["text"]), own=False))
                 else:
                     events.append(text_event(block["text"]))
             elif block.get("type") == "tool_use":
@@ -2683,8 +2684,9 @@ def signal_markers(signals: Mapping[str, Sequence[str]]) -> List[str]:
     return [marker for markers in signals.values() for marker in markers]
 
 
-def build_prompt(plan: RunPlan, previous: Optional["_Attempt"]) -> str:
-    """The prompt of the next iteration, with fragments read afresh."""
+def build_prompt(plan: RunPlan, previous: Optional["_Attempt"], left: Sequence[str] = ()) -> str:
+    """The prompt of the next iteration, with fragments read afresh; `left`: what an
+    attempt cut short left uncommitted (`git status --porcelain` lines)."""
     if plan.prompt_file is not None or plan.prompt_text is not None:
         # The Ralph loop `cat PROMPT.md | agent`: the file as it is now, every iteration.
         text = read_text(plan.prompt_file, "prompt file") if plan.prompt_file is not None \
@@ -2695,8 +2697,11 @@ def build_prompt(plan: RunPlan, previous: Optional["_Attempt"]) -> str:
     if plan.feedback and previous is not None and previous.outcome in FAILING_OUTCOMES:
         feedback = describe_previous(previous, signal_markers(plan.signals))
     if plan.feedback and previous is not None and previous.next_step:  # its verdict's (SPEC 21)
-        feedback = (feedback + "\n\n" if feedback else "Iteration %d ended in %s.\n" % (
-            previous.number, previous.outcome)) + "Its next step, in its own words: " + previous.next_step
+        feedback = (feedback + "\n\n" if feedback else "Iteration %d says the work is not done yet.\n"
+                    % previous.number) + "Its next step, in its own words: " + previous.next_step
+    if plan.feedback and left:  # (SPEC 16 rev 4: the agent builds on them instead of redoing them)
+        feedback = (feedback + "\n\n" if feedback else "") + "The last attempt was cut short and left these" \
+            " uncommitted changes; build on them rather than redo them:\n" + "\n".join(left)
     return assemble_prompt(phases, plan.context, feedback)
 
 
@@ -4009,7 +4014,7 @@ class EventReader(Reader):
                 self._show("  ✗ error: " + _one_line(event[1], 400))
             self.error = event[1:]
         elif kind == EV_NOTICE:
-            self.notice = event[1]
+            self.notice = event[1] if event[2] else self.notice
             self._show("  · " + _one_line(event[1], 400))
         elif kind == EV_RETRY:
             self.notice = "retrying: " + event[1]
@@ -4359,10 +4364,8 @@ def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bo
     elif report.limit is not None:
         return ProviderTrouble(kind=CAUSE_LIMIT, limit=limit_kind, resets_at=resets,
                                message=said or "the provider refused the request (%s limit)" % limit_kind)
-    elif report.cut_short and (report.notice or "").startswith("retrying: "):
-        # Its last retry is what the CLI said of its end -- not a sub-agent's words, which
-        # may quote a limit message (SPEC 13 rev 4).
-        cause, kind, _ = provider_words(report.notice or "", _CLI_WORDS)
+    elif report.cut_short and report.notice:  # its last retry is what the CLI said of its end
+        cause, kind, _ = provider_words(report.notice, _CLI_WORDS)
         if cause is not None:
             return ProviderTrouble(kind=cause, message=report.notice, limit=kind)
     if success_said:
@@ -4392,7 +4395,7 @@ def _limit_words(trouble: ProviderTrouble, now: float) -> str:
 # figures. The reason words of the log summary and session_end are kept apart.
 STOP_SUCCESS, STOP_CAP, STOP_TIME, STOP_COST = "success", "cap", "time", "cost"
 STOP_DONE_WHEN, STOP_ABORTED, STOP_HELP, STOP_STUCK = "done_when", "aborted", "help", "stuck"
-STOP_ERROR = "error"
+STOP_ERROR, STOP_ACCOUNT = "error", "account"  # (the agent cannot authenticate or pay: resumable)
 STOP_LIMITED, STOP_UNAVAILABLE = "limited", "unavailable"
 STOP_INTERRUPTED, STOP_INTERRUPTED_BETWEEN, STOP_INTERRUPTED_WAITING = \
     "interrupted", "interrupted between", "interrupted waiting"
@@ -4432,6 +4435,7 @@ STOPS = {
     STOP_UNAVAILABLE: Stop(status=STATUS_UNAVAILABLE, exit_code=4, resumable=True,
                            words="Stopped: {reason} ({done} completed, total: {total})"),
     STOP_ERROR: Stop(status=STATUS_ERROR, exit_code=2, words="{reason}"),
+    STOP_ACCOUNT: Stop(status=STATUS_ERROR, exit_code=2, words="{reason}", resumable=True),
     STOP_INTERRUPTED: Stop(status=STATUS_INTERRUPTED, exit_code=None, level="always", resumable=True,
                            words="Interrupted by {signal} during iteration {during} ({done} completed,"
                            " total: {total})"),
@@ -4589,6 +4593,16 @@ class SessionLog:
                                  " with --log-dir, or run with --no-log"
                                  % (shown_directory, exc.strerror)) from None
             self.log_fd, self.jsonl_fd = opened[0], opened[1]
+            try:  # one rooda at a time writes a session: a second `resume` of it is refused
+                import fcntl
+                fcntl.flock(self.jsonl_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except ImportError:
+                pass  # (no fcntl on Windows)
+            except OSError:
+                for fd in opened:
+                    os.close(fd)
+                raise RoodaError("%s is in use by another rooda (a run, or another resume of it); one"
+                                 " goes on with a session at a time" % names[1]) from None
             self.jsonl_size = os.fstat(self.jsonl_fd).st_size
             self.agent_fd: Optional[int] = opened[2] if agent_stream else None
             self.files = SessionFiles(directory, base)
@@ -4666,13 +4680,16 @@ class SessionLog:
                   % (RULE, " RESUMED" if resumed else "", RULE, __version__, plan.procedure, agent.display(),
                      agent.format, "unlimited" if cap is None else cap, plan.failure_threshold, plan.cwd,
                      local_time(started_wall), RULE))
+        boot, pidns = _namespace()  # (a pid means this process only in this boot and namespace)
         if resumed:
-            self.event("session_resume", pid=os.getpid(), argv=plan.argv, iterations=resumed["finished"],
-                       seconds=round(resumed["seconds"], 3), usage=resumed["usage"] or None)
-        else:
+            self.event("session_resume", pid=os.getpid(), boot=boot, pidns=pidns, argv=plan.argv,
+                       iterations=resumed["finished"], seconds=round(resumed["seconds"], 3),
+                       usage=resumed["usage"] or None)
+        else:  # (a prompt read from stdin is kept for `resume`: stdin will not hold it again)
             self.event("session_start", version=__version__, procedure=plan.procedure, agent=list(agent.argv),
                        max_iterations=cap, failure_threshold=plan.failure_threshold, cwd=plan.cwd,
-                       pid=os.getpid(), log=self.path, argv=plan.argv)
+                       pid=os.getpid(), boot=boot, pidns=pidns, log=self.path, argv=plan.argv,
+                       **({"prompt": plan.prompt_text} if plan.prompt_text is not None else {}))
 
     def iteration_start(self, number: int, procedure: str, prompt: str, fragments: List[str]) -> None:
         import hashlib
@@ -4708,7 +4725,8 @@ class SessionLog:
                       RULE, RULE, state.finished, state.finished - state.failures, state.failures,
                       format_duration(state.elapsed()), "Total Cost: $%.4f\n" % cost if cost is not None
                       else "", summary, state.exit_code(), RULE))
-        self.event("session_end", status=state.status, reason=state.reason, iterations=state.finished,
+        self.event("session_end", status=state.status, resumable=STOPS[state.stop].resumable if state.stop
+                   else False, reason=state.reason, iterations=state.finished,
                    succeeded=state.finished - state.failures, failed=state.failures,
                    seconds=round(state.elapsed(), 3), exit_code=state.exit_code(), usage=state.usage_totals())
         with _suppress(OSError):
@@ -4745,11 +4763,26 @@ RUN_RUNNING, RUN_STOPPED, RUN_ENDED, RUN_DIED = "running", "stopped", "ended", "
 STATUS_TAIL_BYTES = 65536
 
 
-def _process_state(pid: object, started: Optional[float]) -> Optional[str]:
+def _namespace() -> Tuple[Optional[str], Optional[int]]:
+    """This boot's id and this process's pid namespace (Linux; None elsewhere)."""
+    boot = pidns = None
+    with _suppress(OSError):
+        with open("/proc/sys/kernel/random/boot_id") as stream:
+            boot = stream.read().strip()
+        pidns = os.stat("/proc/self/ns/pid").st_ino
+    return boot, pidns
+
+
+def _process_state(pid: object, started: Optional[float], where: Tuple[object, object] = (None, None)
+                   ) -> Optional[str]:
     """The state letter of the rooda that wrote a session (R, S, T for stopped, Z for a
-    zombie), "?" where it cannot be read, or None when that process is gone -- a pid
-    reused by a process that started after the session is not it."""
+    zombie), "?" where it cannot be read, or None when that process is gone. A process
+    with that pid is not it when it started after the session's latest start, or more
+    than a minute before it, or in another boot or pid namespace (`where`, as recorded):
+    a container's PID 1 seen from the host, a reused pid (SPEC 14 rev 4)."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    if any(mine and theirs and mine != theirs for mine, theirs in zip(_namespace(), where)):
         return None
     try:
         os.kill(pid, 0)
@@ -4764,7 +4797,8 @@ def _process_state(pid: object, started: Optional[float]) -> Optional[str]:
             boot = int(next(line for line in stream if line.startswith(b"btime")).split()[1])
     except (OSError, ValueError, IndexError, StopIteration):
         return "?"  # no /proc (macOS): alive is all that is known
-    if started is not None and boot + int(fields[19]) / os.sysconf("SC_CLK_TCK") > started + 2:
+    began = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    if started is not None and not started - 60 <= began <= started + 2:
         return None
     return fields[0].decode()
 
@@ -4831,10 +4865,11 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
         "elapsed_seconds": None, "usage": None, "last_event": None, "last_event_time": None,
         "waiting_until": None, "waiting_for": None, "activity": None, "tool_calls": None, "tokens": None,
         "consecutive_failures": 0 if whole else None, "argv": None, "cwd": None, "skipped_lines": 0,
-        "baseline": None, "last_verify": None}
+        "baseline": None, "last_verify": None, "resumable": None, "last_failure": None}
     lines, read_whole = _read_session(path, whole)
     usage: Dict[str, Any] = {}
     begun = last_at = None  # when the session's latest run (its start, or its resume) began
+    where: Tuple[object, object] = (None, None)  # its boot and pid namespace
     carried, ended = 0.0, None
     for raw in lines:
         if not raw.strip():
@@ -4859,7 +4894,7 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
                            argv=argv if isinstance(argv, list) else None,
                            cwd=cwd if isinstance(cwd, str) else None)
         if name in ("session_start", "session_resume"):
-            pid, ended = event.get("pid"), None
+            pid, ended, where = event.get("pid"), None, (event.get("boot"), event.get("pidns"))
             summary["pid"] = pid if isinstance(pid, int) else None
             begun, carried = moment, _number(event.get("seconds")) or 0.0  # (what a resume carries)
         elif name == "iteration_start" and isinstance(event.get("iteration"), int):
@@ -4872,7 +4907,7 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
                 summary["successes"] += 1
             elif outcome in FAILING_OUTCOMES:
                 summary["failures"] += 1
-                summary["reason"] = event.get("reason")  # the last failure's, until the end's
+                summary["last_failure"] = event.get("reason")
             if outcome not in (LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED):  # (the tail: its number)
                 summary["iterations"] = number if isinstance(number, int) and not read_whole else \
                     summary["iterations"] + 1
@@ -4890,14 +4925,14 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
         usage = {}
     if ended is not None:
         summary.update(state=RUN_ENDED, status=ended.get("status"), exit_code=ended.get("exit_code"),
-                       reason=ended.get("reason") or summary["reason"],
+                       reason=ended.get("reason"), resumable=ended.get("resumable"),
                        elapsed_seconds=_number(ended.get("seconds")))
         for key, field in (("iterations", "iterations"), ("successes", "succeeded"), ("failures", "failed")):
             if isinstance(ended.get(field), int):
                 summary[key] = ended[field]
         usage = _mapping(ended.get("usage")) or usage
     else:
-        process = _process_state(summary["pid"], begun)
+        process = _process_state(summary["pid"], begun, where)
         alive = process not in (None, "Z", "X")
         summary["state"] = RUN_STOPPED if process in ("T", "t") else RUN_RUNNING if alive else RUN_DIED
         if begun is not None:  # a run that died lasted until its last sign of life
@@ -4905,6 +4940,9 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
             summary["elapsed_seconds"] = round(carried + lasted_until - begun, 3)
         if alive:
             summary.update(_live_activity(files, now))
+        elif summary["state"] == RUN_DIED:  # (what is known of its death; a failure before it is not that)
+            summary.update(resumable=True, reason="killed or crashed: no session_end; the last event %s"
+                           " at %s" % (summary["last_event"], summary["last_event_time"]))
     summary["usage"] = {name: usage.get(name) for name in USAGE_FIELDS} if usage else None
     return summary
 
@@ -5283,9 +5321,12 @@ def commit_identity(run_git: Callable[..., GitResult]) -> Tuple[Optional[str], s
 def gate_trouble(result: AgentResult, timeout: float) -> str:
     """Why a gate command could not run at all -- exit 126 or 127, a signal, its timeout --
     as opposed to saying "not yet" or failing (SPEC 6, 20); "" when it ran."""
+    # `python3 -m pytest` without pytest exits 1, saying only that: a tool that is missing.
+    missing = re.match(r"\S*python[\d.]*: No module named \S+$", _last_line(result.output, ()))
     return ("did not finish within %s" % format_budget(timeout) if result.timed_out
             else "was killed by %s" % result.killed_by if result.killed_by
-            else "exited %d (it cannot run)" % result.exit_code if result.exit_code in (126, 127) else "")
+            else "exited %d (it cannot run)" % result.exit_code if result.exit_code in (126, 127) or missing
+            else "")
 
 
 def verify_fingerprint(output: bytes) -> str:
@@ -5796,6 +5837,7 @@ class LoopState:
         self.waits = 0                      # consecutive attempts the provider stopped
         self.waits_since: Optional[float] = None  # when the first of them ended
         self.waiting_for: Optional[str] = None  # the cause waited out when a signal came
+        self.cut_short = False              # the last attempt was: a limit, an outage, a timeout, a death
         self.baseline: Optional[str] = None  # verify before iteration 1: "pass", "fail" (SPEC 20)
         self.baseline_fingerprint: Optional[str] = None  # of its failure
 
@@ -5980,7 +6022,13 @@ class _Run:
         number = self.state.finished + 1
         cap = plan.max_iterations
         attempt = _Attempt(number, "%d/%d" % (number, cap) if cap is not None else "%d" % number)
-        prompt = build_prompt(plan, self.state.previous)
+        left: List[str] = []
+        if self.state.cut_short and plan.repo is not None:  # (a limit, an outage, a timeout, a death)
+            found = self.gates.git(["status", "--porcelain", "--untracked-files=all", "--", "."] + [
+                ":(exclude," + spec[2:] for spec in session_log_pathspecs(plan.repo, plan.log_dir)])
+            left = [line for line in found.out.splitlines() if line.strip() and not found.exit_code][:20]
+        self.state.cut_short = False
+        prompt = build_prompt(plan, self.state.previous, left)
         if any(PROMPT_TOKEN in part for part in self.agent.argv) and \
                 len(prompt.encode("utf-8")) > PROMPT_ARG_LIMIT:
             raise RoodaError("the prompt (%d bytes) is too long to pass as one argument with"
@@ -6097,8 +6145,12 @@ class _Run:
                 attempt.reason = (attempt.reason[0], attempt.reason[1] + " (as before iteration 1)")
 
     def count(self, attempt: _Attempt) -> None:
-        """The iteration in the loop's counters (state only)."""
+        """The iteration in the loop's counters (state only). One the account stopped is no
+        failure and no use of the cap: the run stops, and a `resume` runs it again."""
         state = self.state
+        state.cut_short = attempt.outcome == TIMEOUT  # (what it left is named to the next one)
+        if attempt.cause in (CAUSE_AUTH, CAUSE_BILLING):
+            return
         state.finished = attempt.number
         state.waits, state.waits_since = 0, None
         if attempt.outcome in FAILING_OUTCOMES:
@@ -6188,12 +6240,12 @@ class _Run:
         said = _one_line(trouble.message, 300).rstrip(". ") if trouble is not None else ""  # (";" follows)
         if trouble is not None and trouble.kind == CAUSE_AUTH:
             cli = self.agent.cli
-            return self.stop(STOP_ERROR, "the agent cannot authenticate: %s%s" % (
+            return self.stop(STOP_ACCOUNT, "the agent cannot authenticate: %s%s" % (
                 said, "; %s needs %s" % (cli.name, cli.login) if cli is not None else
                 "; check the agent's credentials (API key or login)"))
         if trouble is not None and trouble.kind == CAUSE_BILLING:
             paid = self.agent.cli.paid_by(self.agent_env) if self.agent.cli else None
-            return self.stop(STOP_ERROR, "the agent's account cannot pay: %s; %s" % (
+            return self.stop(STOP_ACCOUNT, "the agent's account cannot pay: %s; %s" % (
                 said, "who pays: %s (%s found here); add credit there, or use"
                 " another login" % paid[::-1] if paid else "add credit to the account the agent uses"))
         state.previous = attempt
@@ -6214,15 +6266,15 @@ class _Run:
         plan, state, progress, trouble = self.plan, self.state, self.progress, attempt.trouble
         assert trouble is not None and attempt.report is not None
         outage = trouble.kind == CAUSE_OUTAGE
-        state.waits += 1
+        state.waits, state.cut_short = state.waits + 1, True
         state.waits_since = state.waits_since or time.monotonic()
         now = time.time()
         wait, beyond = provider_wait(trouble, plan, state.waits, time.monotonic() - state.waits_since,
                                      state.elapsed(), now)
         self.completed(attempt, progress.outcome(attempt.outcome))
         message, brief = _one_line(trouble.message, 200), _one_line(trouble.message.split(". ")[0], 100)
-        self.log_end(attempt, attempt.outcome, "outage: " + message if outage else
-                     "%s limit: %s" % (trouble.limit, message))
+        self.log_end(attempt, attempt.outcome, "outage: " + message if outage else "%s: %s" % (
+            trouble.limit if trouble.limit.endswith("limit") else trouble.limit + " limit", message))
         if self.log is not None:  # (wait_seconds: 0 when the run stops instead)
             self.log.event("limit", kind="outage" if outage else trouble.limit, message=trouble.message,
                            resets_at=iso_time(trouble.resets_at) if trouble.resets_at else None,
@@ -6265,7 +6317,10 @@ class _Run:
             outcome=outcome, consecutive_failures=self.state.consecutive_failures, verify=verify,
             head_before=attempt.head_before, head_after=read_head(repo) if repo is not None else None,
             output_bytes=report.output_bytes, reason=reason, cause=attempt.cause,
-            usage=dict(report.usage) if report.usage else None, verdict=attempt.verdict)
+            usage=dict(report.usage) if report.usage else None, verdict=attempt.verdict,
+            # What the next prompt quotes, and whose it is: a `resume` tells the next attempt too.
+            feedback=[attempt.source, clean(attempt.feedback[-FEEDBACK_TAIL_BYTES:].decode(
+                "utf-8", "replace"))] if outcome in FAILING_OUTCOMES else None)
 
 
 def max_cost_trouble(plan: RunPlan, agent: AgentCommand) -> str:
@@ -6302,7 +6357,7 @@ def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> str:
     level = STOPS[state.stop or STOP_SUCCESS].level
     getattr(progress, level)(line)
     if level == "error":
-        if state.last_reason and state.stop != STOP_ERROR and (
+        if state.last_reason and state.stop not in (STOP_ERROR, STOP_ACCOUNT) and (
                 state.consecutive_failures or state.stop in (STOP_LIMITED, STOP_UNAVAILABLE)):
             progress.indented("  %s: %s" % state.last_reason, even_quiet=True)
         for excerpt in state.stuck_excerpt:
@@ -6326,6 +6381,7 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
         state.finished, state.failures = resumed["finished"], resumed["failures"]
         state.consecutive_failures, state.usage = resumed["consecutive"], dict(resumed["usage"])
         state.baseline = (resumed.get("baseline") or {}).get("result")  # (none yet: it runs now)
+        state.previous, state.cut_short = resumed.get("previous"), True
         state.started -= resumed["seconds"]
         progress.info("Resuming procedure: %s (%s; %s done, %s so far)" % (
             plan.procedure, cap, plural(state.finished, "iteration"), format_duration(resumed["seconds"])))
@@ -6636,7 +6692,9 @@ def plan_run(options: Any, config: Config, procedure_name: str,
         settings["failure_threshold"] = 1
         sources["failure_threshold"] = (TIER_BUILTIN, "prompt, one iteration", None)
     prompt_text = None
-    if prompt_file == "-":
+    if prompt_file == "-" and getattr(options, "prompt_text", None) is not None:
+        prompt_text = options.prompt_text  # (a resumed session's: stdin is not read again)
+    elif prompt_file == "-":
         # Read once, before anything runs: every iteration gets the same text.
         if sys.stdin is None:
             raise UsageError("prompt -: standard input is closed; pipe the prompt in, or name a file")
@@ -7145,6 +7203,7 @@ def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
     rows = [("session", _display_path(summary["session"], cwd)), ("procedure", summary["procedure"] or "?"),
             ("state", states[state]), ("now", summary["activity"]),
             ("iteration", figures and " · ".join(figures) + " so far"), ("reason", summary["reason"]),
+            ("last failure", summary["last_failure"] != summary["reason"] and summary["last_failure"]),
             ("verify", verify_course(summary)),
             ("iterations", "%d%s done: %s succeeded, %s failed%s" % (
                 summary["iterations"], "/%d" % cap if cap else "", summary["successes"], summary["failures"],
@@ -7172,7 +7231,8 @@ def _status_row(summary: Dict[str, Any]) -> str:
         clean(str(summary["procedure"])), "%d%s" % (summary["iterations"], "/%d" % cap if cap else ""),
         summary["status"] if summary["state"] == RUN_ENDED else summary["state"],
         format_duration(summary["elapsed_seconds"] or 0), format_cost(cost) if cost is not None
-        else "?" if summary["successes"] is None else "-", _one_line(summary["reason"] or "", 100))
+        else "?" if summary["successes"] is None else "-", _one_line(summary["reason"] or (
+            "last failure: " + summary["last_failure"] if summary["last_failure"] else ""), 100))
 
 
 def _sessions(options: Any) -> Tuple[str, List[str]]:
@@ -7206,6 +7266,41 @@ def command_status(options: Any) -> int:
     return 0 if summaries else 1
 
 
+def _resume_context(path: str) -> Tuple[Optional[str], Optional[_Attempt]]:
+    """What a resumed session needs besides its counts (SPEC 16): the prompt it read from
+    stdin, and the iteration the next attempt is told of -- the last counted one when it
+    failed or named a next step, else a failing baseline."""
+    prompt, previous = None, None
+    for raw in _read_session(path, True)[0]:
+        try:
+            event = _mapping(json.loads(raw))
+            name, code = event.get("event"), event.get("exit_code")
+            if name == "session_start" and isinstance(event.get("prompt"), str):
+                prompt = event["prompt"]
+            elif name == "gate" and event.get("baseline") and code:
+                previous = _Attempt(0, "0")
+                previous.feedback, previous.reason = str(event["line"]).encode(), ("verify exit %d" % code,
+                                                                                   str(event["line"]))
+                previous.source = "the verifier's (`%s`)" % event["command"]
+            elif name == "iteration_end" and event.get("outcome") not in (LIMITED, UNAVAILABLE,
+                                                                          OUTCOME_INTERRUPTED):
+                step = _mapping(event.get("verdict")).get("next_step")
+                previous = _Attempt(event["iteration"], str(event["iteration"]))
+                previous.outcome, previous.result = event["outcome"], AgentResult(exit_code=int(code or 0))
+                previous.next_step = step if isinstance(step, str) else None
+                if event.get("reason"):
+                    head, _, text = str(event["reason"]).partition(": ")
+                    previous.reason = (head, text)
+                if event.get("feedback"):
+                    previous.source, text = map(str, event["feedback"])
+                    previous.feedback = text.encode("utf-8")
+        except (ValueError, RecursionError, KeyError, TypeError):
+            continue  # (what does not parse tells nothing: the attempt goes on without it)
+    if previous is not None and previous.number == 0:
+        previous.result, previous.outcome = AgentResult(exit_code=1), FAILURE
+    return prompt, previous
+
+
 def command_resume(options: Any) -> int:
     """`resume [SESSION] [options]`: go on with a session that was interrupted, died, or
     stopped for the provider, where it was (SPEC 16); options given override its own."""
@@ -7224,8 +7319,9 @@ def command_resume(options: Any) -> int:
         raise RoodaError("%s was started in %s; resume it from there" % (shown, summary["cwd"]))
     if summary["state"] in (RUN_RUNNING, RUN_STOPPED):
         raise RoodaError("%s is still running (pid %s); `status` says what it does" % (shown, summary["pid"]))
-    if summary["state"] == RUN_ENDED and summary["status"] not in {
-            stop.status for stop in STOPS.values() if stop.resumable}:
+    resumable = summary["resumable"] if summary["resumable"] is not None else summary["status"] in {
+        stop.status for stop in STOPS.values() if stop.resumable}  # (a session of an older rooda)
+    if summary["state"] == RUN_ENDED and not resumable:
         raise RoodaError("%s ended %s, nothing to resume (%s); start a new run instead" % (
             shown, summary["status"], summary["reason"]))
     argv = [str(word) for word in summary["argv"] or ()]
@@ -7238,6 +7334,7 @@ def command_resume(options: Any) -> int:
     point = {"session": files.base, "finished": summary["iterations"], "usage": usage,
              "failures": summary["failures"], "consecutive": summary["consecutive_failures"],
              "seconds": summary["elapsed_seconds"] or 0.0, "baseline": summary["baseline"]}
+    prompt, point["previous"] = _resume_context(path)
     own, at = list(options.argv), 0  # its own options: its words taken out by position, not value
     for word in ("resume",) + tuple(options.words):
         with _suppress(ValueError):
@@ -7247,6 +7344,7 @@ def command_resume(options: Any) -> int:
     if again.command in RESERVED_WORDS and again.command not in ("run", "prompt"):
         raise RoodaError("%s was not a run (%s); start a new run instead" % (shown, " ".join(argv)))
     again.argv, again.resumed = argv, point  # (a later resume starts from the session's own argv again)
+    again.prompt_text = prompt
     return dispatch(again)
 
 

@@ -13,14 +13,15 @@ from conftest import ends, interrupt, run_main, session_events, start_rooda, wri
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 EVENT_FIELDS = {
     "session_start": {"version", "procedure", "agent", "max_iterations", "failure_threshold",
-                      "cwd", "pid", "log", "argv"},
+                      "cwd", "pid", "boot", "pidns", "log", "argv"},
     "iteration_start": {"iteration", "prompt_sha256", "prompt_bytes", "fragments"},
     "gate": {"gate", "command", "exit_code", "seconds", "line"},  # (line: verify's)
     "iteration_end": {"iteration", "seconds", "exit_code", "signal", "signals", "outcome",
                       "consecutive_failures", "verify", "head_before", "head_after", "output_bytes",
-                      "reason", "cause", "usage", "verdict"},
+                      "reason", "cause", "usage", "verdict", "feedback"},
     "limit": {"kind", "message", "resets_at", "wait_seconds"},
-    "session_end": {"status", "reason", "iterations", "succeeded", "failed", "seconds", "exit_code", "usage"},
+    "session_end": {"status", "resumable", "reason", "iterations", "succeeded", "failed", "seconds", "exit_code",
+                    "usage"},
 }
 
 

@@ -134,7 +134,8 @@ def test_a_failure_verdict_explains_and_a_next_step_goes_into_the_next_prompt(wo
     assert "Why: agent: the schema file is missing" in second
     assert "Its next step, in its own words: add schema.sql" in second
     third = agent.prompt(3).split("## PREVIOUS ITERATION\n", 1)[1]
-    assert third.startswith("Iteration 2 ended in success.\nIts next step, in its own words: write the migration")
+    assert third.startswith("Iteration 2 says the work is not done yet.\nIts next step, in its own words: write the"
+                            " migration")
     assert commits(workspace)[:2] == ["build 3: Add the migration", "build 2: half"]
 
 
