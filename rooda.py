@@ -5650,28 +5650,33 @@ def _terminal_width(fd: Optional[int]) -> int:
 
 
 def _fit(text: str, columns: int) -> str:
-    """A status line cut to fit in `columns` terminal columns: the figures after the label
-    (the tool count, then the elapsed time) go first, so what is under way stays whole;
-    then the end, with an ellipsis. A CJK character or an emoji takes two columns, a
-    combining mark none (len() would let the line wrap)."""
+    """A status line cut to fit in `columns` terminal columns (SPEC 14 rev 4): the tool's
+    detail gives way first (to 20 columns), then the tool count, then the rest of the
+    detail, then the end, each with an ellipsis --
+    so the iteration, the elapsed time and the tool's timer stay, and the line changes
+    every second. A CJK character or an emoji takes two columns, a combining mark none
+    (len() would let the line wrap)."""
     import unicodedata
 
-    def width(char: str) -> int:
-        return 0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF" else 1
-    parts = text.split(" · ")
-    for index in (2, 1):
-        if len(parts) > 3 and sum(map(width, " · ".join(parts))) > columns:
-            del parts[index]
-    text = " · ".join(parts)
-    if sum(map(width, text)) <= columns:
-        return text
-    used, kept = 0, []
-    for char in text:
-        used += width(char)
-        if used > columns - 1:
-            break
-        kept.append(char)
-    return "".join(kept) + "…"
+    def width(line: str) -> int:
+        return sum(0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF"
+                   else 1 for char in line)
+
+    def cut(line: str, room: int) -> str:
+        while width(line) > max(room, 1) - 1:
+            line = line[:-1]
+        return line + "…"
+    for drop, floor in ((False, 20), (True, 8)):  # (the tool count goes when the detail gets short)
+        parts = text.split(" · ")
+        if drop and len(parts) > 3:
+            del parts[2]
+        for index, part in enumerate(parts):
+            over = width(" · ".join(parts)) - columns
+            if part.startswith("→ ") and over > 0:
+                parts[index] = cut(part, max(width(part) - over, floor))
+        if width(" · ".join(parts)) <= columns:
+            return " · ".join(parts)
+    return cut(" · ".join(parts), columns)
 
 
 class Progress:

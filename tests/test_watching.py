@@ -375,11 +375,25 @@ def test_a_narrow_status_line_keeps_what_is_under_way_and_counts_wide_characters
 
     line = "iteration 3/10 · 2m13s · 14 tool calls · retrying: HTTP 529 overloaded · attempt 3/10"
     assert rooda._fit(line, 79) == "iteration 3/10 · 2m13s · retrying: HTTP 529 overloaded · attempt 3/10"
-    assert rooda._fit(line, 61) == "iteration 3/10 · retrying: HTTP 529 overloaded · attempt 3/10"
+    # The elapsed time stays: without it a narrow line would not change for minutes.
+    assert rooda._fit(line, 61) == "iteration 3/10 · 2m13s · retrying: HTTP 529 overloaded · att…"
     assert rooda._fit("verify: make test · 12s", 10) == "verify: m…"
     wide = rooda._fit("iteration 1/1 · 1.0s · 1 tool call · → Bash: echo 你好世界你好世界你好世界 · 2s", 40)
     columns = sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in wide)
-    assert wide.startswith("iteration 1/1 · → Bash: echo 你好") and columns <= 40
+    assert wide.startswith("iteration 1/1 · 1.0s · → Bash: ") and wide.endswith("… · 2s") and columns <= 40
+
+
+def test_a_long_tool_command_gives_way_and_the_line_still_ticks():
+    # 100 columns and a long command: the tool's detail is shortened, never the clock or the
+    # tool's timer, so each redraw differs (it looked hung when those were cut first).
+    import rooda
+
+    command = "→ Bash: curl -H 'Authorization: Bearer xyz' https://example.com/api/v1/a/very/long/path?q=1"
+    lines = [rooda._fit("iteration 3/10 · %s · 14 tool calls · %s · %s" % (spent, command, timer), 99)
+             for spent, timer in (("2m13s", "12s"), ("2m14s", "13s"))]
+    assert lines[0] != lines[1] and all(len(line) == 99 for line in lines)
+    assert lines[0].startswith("iteration 3/10 · 2m13s · 14 tool calls · → Bash: curl -H") and \
+        lines[0].endswith("… · 12s") and lines[1].endswith("… · 13s")
 
 
 def test_status_counts_a_wait_down(workspace, agent, tmp_path):
