@@ -3235,6 +3235,8 @@ for name in ("SIGINT", "SIGHUP", "SIGTERM", "SIGTSTP"):
     signal.signal(getattr(signal, name), signal.SIG_IGN)
 mark, grace, groups = ("ROODA_RUN=" + sys.argv[1]).encode(), float(sys.argv[2]), {}
 for line in sys.stdin:
+    if line == "end\n":  # rooda ended well: nothing to do
+        sys.exit(0)
     group, stop = map(int, line.split())
     groups[group] = stop
     if not stop:
@@ -3270,6 +3272,16 @@ for last in (False, True):
                 with suppress(OSError):
                     os.killpg(group, signal.SIGTERM)
         targets = left()
+if sys.argv[3:4] != [""]:  # rooda died: its notify is told, bounded (SPEC 16 rev 4)
+    import json, subprocess
+    notify = json.loads(sys.argv[3])
+    with suppress(Exception):
+        child = subprocess.Popen(["sh", "-c", notify["cmd"]], env=dict(os.environ, **notify["env"]),
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            child.wait(5)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
 """
 
 
@@ -3304,6 +3316,8 @@ class _Helpers:
                 self.guardian = None  # it is gone: nothing more to tell it
 
     def stop(self) -> None:
+        with _suppress(Exception):
+            self.guardian.stdin.write(b"end\n")  # (an end of file alone would mean rooda died)
         for proc in self.procs:
             with _suppress(Exception):  # (a helper slow to go is left to end by itself)
                 proc.stdin.close()
@@ -5281,7 +5295,9 @@ def commit_and_push(run_git: Callable[..., GitResult], repo: GitRepository, gate
             return "git diff --cached failed: " + staged.message(), done
         files = [name for name in staged.out.split("\0") if name]
         if files:
-            result = run_git(["commit", "-q"] + [part for paragraph in message for part in ("-m", paragraph)])
+            # verbatim: a summary that starts with `#` is no comment (commit.cleanup=strip)
+            result = run_git(["commit", "-q", "--cleanup=verbatim"] + [
+                part for paragraph in message for part in ("-m", paragraph)])
             if result.exit_code != 0:
                 text = result.message()
                 if any(word in result.err for word in ("user.name", "user.email", "identity")):
@@ -5407,7 +5423,8 @@ class GateRunner:
         logged with its output; the plumbing around it (add, diff, ...) is logged only
         when it fails, with git's output."""
         plan, log = self.plan, self.log
-        record, shown = args[0] in ("commit", "push"), "git " + " ".join(args)
+        import shlex  # (shown as a shell would take it: a message has newlines)
+        record, shown = args[0] in ("commit", "push"), "git " + " ".join(map(shlex.quote, args))
         if record and log is not None:
             log.gate_start(GATE_GIT, shown)
         started = time.monotonic()
@@ -6825,8 +6842,12 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
     saved = os.environ.get("ROODA_RUN")
     os.environ["ROODA_RUN"] = "%d-%d" % (os.getpid(), time.time() * 1000)
     if os.name != "nt":
+        died = {"ROODA_EVENT": "session_end", "ROODA_STATUS": "died", "ROODA_EXIT_CODE": "",
+                "ROODA_REASON": "rooda was killed or crashed", "ROODA_PROCEDURE": plan.procedure,
+                "ROODA_LOG": log.path if log else "", "ROODA_SESSION": log.files.jsonl if log else ""}
+        told = json.dumps({"cmd": plan.notify, "env": died}) if "session_end" in plan.notify_on else ""
         _HELPERS.guardian = _HELPERS.start([sys.executable, "-S", "-c", _GUARDIAN, os.environ["ROODA_RUN"],
-                                            str(plan.kill_grace)])
+                                            str(plan.kill_grace), told if plan.notify else ""])
     awake = keep_awake_command() if plan.keep_awake else None
     if awake:
         _HELPERS.start(awake)  # where it fails at once (no system bus), a no-op: it is gone
@@ -6965,6 +6986,11 @@ def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan:
         report("error", "agent: %s" % exc)
     if plan is not None and max_cost_trouble(plan, agent):
         report("warning", max_cost_trouble(plan, agent))
+    elif plan is not None and (plan.max_cost or plan.max_time):  # (SPEC 16 rev 4: what the night will do)
+        report("ok", "budget: %s" % "; ".join(filter(None, (
+            plan.max_time and "max_time %s" % format_budget(plan.max_time),
+            plan.max_cost and "max_cost %s, and each iteration gets %s with what is left" % (
+                format_cost(plan.max_cost), agent.cli.budget_flag if agent.cli else "")))))
     env, cli = dict(os.environ, **agent.env), agent.cli
     if cli is None:
         return
@@ -7067,6 +7093,10 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
             report("ok", "verify: `%s` after each iteration%s" % (_one_line(plan.verify, 80), (
                 ", and once before iteration 1 to say what the agent starts from (--no-verify-baseline"
                 " skips it)") if plan.verify_baseline else ""))
+        if plan.notify:
+            report("ok", "notify: `%s` at %s%s" % (_one_line(plan.notify, 80), ", ".join(plan.notify_on), (
+                " (and, should rooda die, the guardian runs it with ROODA_STATUS=died)"
+                if "session_end" in plan.notify_on else "")))
         _doctor_git(report, plan, cwd)
         for path in plan.gates.requires:
             if not os.path.exists(os.path.join(cwd, path)):
