@@ -201,12 +201,18 @@ def _kill_leftover_runs():
             proc.communicate()
 
 
-def start_rooda(agent, *args, cwd, procedure="build", stdout=subprocess.PIPE, python=None):
-    """`python3 rooda.py <procedure> --ai-cmd <fake agent> ...` started, not waited for."""
+def start_rooda(agent, *args, cwd, procedure="build", stdout=subprocess.PIPE, python=None, stdin_text=None):
+    """`python3 rooda.py <procedure> --ai-cmd <fake agent> ...` started, not waited for
+    (`stdin_text`: piped in, then closed)."""
     env = dict(os.environ)
     env.update(agent.env)
     argv = [python or sys.executable, ROODA, procedure, "--ai-cmd", agent.cmd] + [str(a) for a in args]
-    proc = subprocess.Popen(argv, cwd=str(cwd), env=env, stdout=stdout, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, cwd=str(cwd), env=env, stdout=stdout, stderr=subprocess.PIPE,
+                            stdin=subprocess.PIPE if stdin_text is not None else None)
+    if stdin_text is not None:
+        proc.stdin.write(stdin_text)
+        proc.stdin.close()
+        proc.stdin = None  # (communicate() would flush it)
     _STARTED.append(proc)
     return proc
 
