@@ -289,6 +289,10 @@ def test_status_all_knows_an_ended_session_written_compact(workspace, tmp_path):
         "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events))
     code, out, _ = status(logs, "--all")
     assert code == 0 and "completed" in out and "max iterations" in out
+    # Spotted by its last line parsed, not by its exact bytes: the first line and the end
+    # are all `--all` reads of it (it read and parsed the whole tail: 4-6 times slower).
+    lines, whole = rooda._read_session(str(logs / "session-20261125-100000.jsonl"), whole=False)
+    assert not whole and len(lines) == 2 and b'"session_end"' in lines[1]
 
 
 # 18 -----------------------------------------------------------------------------------
