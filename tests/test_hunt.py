@@ -347,3 +347,17 @@ def test_a_summary_that_starts_with_a_hash_keeps_the_subject_and_the_trailers(wo
     assert "Rooda-Session: " in body and "Rooda-Iteration: 1/1" in body
     [log] = [e["log"] for e in events if e["event"] == "session_start"]
     assert "--- git: git commit -q --cleanup=verbatim -m 'build 1: # Heading work' -m '" in open(log).read()
+
+
+def test_doctor_takes_the_runs_flags_and_says_what_the_night_will_do(workspace, agent, tmp_path, monkeypatch):
+    from conftest import fake_cli
+    fake_cli(tmp_path, monkeypatch, "claude")
+    write_config(workspace, {"loop": {"notify": "true"}})
+    done = run_rooda("doctor", "build", "--ai-cmd-alias", "claude", "--max-time", "28800", "--max-cost", "20",
+                     "--timeout", "3600", cwd=str(workspace))
+    out = done.stdout.decode()
+    assert "no iteration timeout" not in out  # (the run line sets one: doctor was told)
+    assert "ok       budget: max_time 8h; max_cost $20.00, and each iteration gets --max-budget-usd with what" \
+           " is left" in out
+    assert "ok       notify: `true` at session_end (and, should rooda die, the guardian runs it with" \
+           " ROODA_STATUS=died)" in out
