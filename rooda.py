@@ -4092,6 +4092,22 @@ class EventReader(Reader):
                             said=self.said.bytes().decode("utf-8", "replace"))
 
 
+def make_reader(plan: RunPlan, agent_format: str, prompt: str, sinks: Tuple[Any, Any, Any],
+                raw: Optional[Callable[[bytes], None]], warn: Callable[[str], None]) -> Reader:
+    """How an iteration's output is read: as text, or as events of the format; `sinks`:
+    where its stdout, its stderr and the log's copy go."""
+    def scanner() -> SignalScanner:
+        return SignalScanner({SIGNAL_SUCCESS: plan.signals["success"],
+                              SIGNAL_FAILURE: plan.signals["failure"]}, prompt)
+    text = TextReader(scanner(), *sinks, tail_bytes=plan.max_output_buffer)
+    if agent_format not in OUTPUT_FORMATS:
+        return text
+    # The reader's own scanner sees only the agent's answer text (SPEC 12), so a marker
+    # inside a tool's output is not a promise; the raw bytes are the fallback's.
+    fallback = TextReader(scanner(), None, None, None, plan.max_output_buffer)
+    return EventReader(agent_format, scanner(), fallback, *sinks, raw, plan.cwd, warn)
+
+
 def usage_suffix(usage: Optional[Mapping[str, Any]]) -> str:
     """` · 24.1k tokens · $0.31` for a progress line: only the parts the agent reported."""
     if not usage or (not total_tokens(usage) and not usage.get("cost_usd")):
@@ -4496,6 +4512,19 @@ def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Tup
     return head, _last_line(report.tail, markers) or "(it printed nothing)" + notice
 
 
+def wait_words(trouble: ProviderTrouble, wait: float, now: float, waits: int) -> Tuple[str, str]:
+    """A wait for the provider as announced (SPEC 13, 15) and as the status line names it."""
+    if trouble.kind == CAUSE_OUTAGE:
+        return "Provider unavailable: %s; retrying in %s (attempt %d)." % (
+            _one_line(trouble.message.split(". ")[0], 100), format_budget(round(wait)), waits), \
+            "provider unavailable"
+    return "Usage limit reached (%s): %s; waiting until %s (%s)." % (
+        trouble.limit, _one_line(trouble.message, 200), clock_words(now + wait, now),
+        format_duration(wait) if trouble.resets_at else
+        "%s, the provider did not say when it resets" % format_budget(round(wait))), \
+        "usage limit (%s)" % trouble.limit
+
+
 def provider_wait(trouble: ProviderTrouble, plan: RunPlan, waits: int, waited: float, elapsed: float,
                   now: float) -> Tuple[float, Optional[str]]:
     """How long to wait out a limit or an outage (SPEC 13, 15) -- the `waits`-th in a
@@ -4539,6 +4568,31 @@ def verdict_problem(given: object) -> str:
     return ""
 
 
+def take_verdict(attempt: _Attempt, cli: Optional[AgentCLI]) -> str:
+    """The schema verdict is the iteration's signal (SPEC 21): success, failure or continue,
+    its summary the commit's, its explanation and next step the next prompt's. Returns
+    why there is none ("" when there is): the markers in the agent's words decide then."""
+    report = attempt.report
+    assert report is not None and cli is not None
+    given, problem = report.answer, "none came"
+    if given is None and cli.schema_file:  # (Codex: its final message is the object)
+        problem = "its final message is not JSON"
+        with _suppress(ValueError, RecursionError):
+            given = json.loads(report.last_text)
+    attempt.verdict, problem = given, problem if given is None else verdict_problem(given)
+    verdict: Dict[str, Any] = given if isinstance(given, dict) else {}
+    if report.error is not None and report.error[2] == "error_max_structured_output_retries":
+        attempt.explanation = _one_line(report.error[0], 200)  # (an `agent` failure)
+        attempt.report = report.replace(signals=frozenset([SIGNAL_FAILURE]), error=None)
+        return ""
+    if not problem:
+        signal = {"success": SIGNAL_SUCCESS, "failure": SIGNAL_FAILURE}.get(verdict["status"])
+        attempt.report = report.replace(signals=frozenset([signal] if signal else []),
+                                        last_text=verdict["summary"] or report.last_text)
+        attempt.explanation, attempt.next_step = verdict["explanation"], verdict["next_step"]
+    return problem
+
+
 # ==== 12. Session files ===============================================
 # A session's files (SPEC 8), named, written and read here alone: `.log` for people,
 # `.jsonl` for programs and, with a structured format, `-agent.jsonl`, the agent's raw
@@ -4548,6 +4602,16 @@ def verdict_problem(given: object) -> str:
 # takes a session back from its events, skipping what does not parse.
 
 RULE, THIN_RULE = "=" * 80, "-" * 80
+
+
+def _namespace() -> Tuple[Optional[str], Optional[int]]:
+    """This boot's id and this process's pid namespace (Linux; None elsewhere)."""
+    boot = pidns = None
+    with _suppress(OSError):
+        with open("/proc/sys/kernel/random/boot_id") as stream:
+            boot = stream.read().strip()
+        pidns = os.stat("/proc/self/ns/pid").st_ino
+    return boot, pidns
 
 
 class SessionFiles:
@@ -4775,16 +4839,6 @@ ERASE_LINE = "\r\033[K"  # back to the start of the line, and erase it
 RUN_RUNNING, RUN_STOPPED, RUN_ENDED, RUN_DIED = "running", "stopped", "ended", "died"
 # Of a session, `status --all` reads the first line and what its last bytes hold.
 STATUS_TAIL_BYTES = 65536
-
-
-def _namespace() -> Tuple[Optional[str], Optional[int]]:
-    """This boot's id and this process's pid namespace (Linux; None elsewhere)."""
-    boot = pidns = None
-    with _suppress(OSError):
-        with open("/proc/sys/kernel/random/boot_id") as stream:
-            boot = stream.read().strip()
-        pidns = os.stat("/proc/self/ns/pid").st_ino
-    return boot, pidns
 
 
 def _process_state(pid: object, started: Optional[float], where: Tuple[object, object] = (None, None)
@@ -5345,6 +5399,13 @@ def gate_trouble(result: AgentResult, timeout: float) -> str:
             else "")
 
 
+def cannot_run(gate: str, command: str, result: AgentResult, timeout: float) -> str:
+    """Why a gate that cannot run stops the run before the agent spends (SPEC 6, 20)."""
+    excerpt = error_excerpt(result.output, 3)
+    return "%s command `%s` %s%s" % (gate, command, gate_trouble(result, timeout),
+                                     ": " + " | ".join(excerpt) if excerpt else "")
+
+
 def verify_fingerprint(output: bytes) -> str:
     """What makes two verifier failures the same error (SPEC 15): its cause and its output."""
     return error_fingerprint(b"%s\n%s" % (CAUSE_VERIFY.encode(), output))
@@ -5453,6 +5514,16 @@ class GateRunner:
         if problem:
             self.progress.warn("stuck.no_change: %s; this iteration is not counted" % problem)
         return value
+
+    def uncommitted(self) -> List[str]:
+        """What the work tree holds that is not committed, rooda's session logs left out
+        (`git status --porcelain` lines, at most 20); [] outside git or when git fails."""
+        plan = self.plan
+        if plan.repo is None:
+            return []
+        found = self.git(["status", "--porcelain", "--untracked-files=all", "--", "."] + [
+            ":(exclude," + spec[2:] for spec in session_log_pathspecs(plan.repo, plan.log_dir)])
+        return [line for line in found.out.splitlines() if line.strip() and not found.exit_code][:20]
 
     def commit_message(self, attempt: _Attempt) -> List[str]:
         """The commit's subject from the template (SPEC 16: {procedure}, {iteration} and
@@ -5922,7 +5993,7 @@ class _Run:
         assert plan.agent is not None
         self.plan, self.progress, self.guard, self.log = plan, progress, guard, log
         self.agent: AgentCommand = plan.agent
-        self.format, self.state = OUTPUT_FORMATS.get(self.agent.format), LoopState()
+        self.state = LoopState()
         self.gates = GateRunner(plan, guard, progress, log, out, err)
         self.agent_env = _agent_env(plan, self.agent)
         self.during: Optional[int] = None   # the iteration under way (for "interrupted during")
@@ -5980,7 +6051,8 @@ class _Run:
             # 0 is done and every other exit "not yet" (make test exits 2, cargo test 101,
             # pytest 5): only a command that cannot run, or was killed, is an error.
             if gate_trouble(result, plan.gate_timeout):
-                return self.stop(STOP_ERROR, self.cannot_run(GATE_DONE_WHEN, plan.done_when, result))
+                return self.stop(STOP_ERROR, cannot_run(GATE_DONE_WHEN, plan.done_when, result,
+                                                        plan.gate_timeout))
         missing = [path for path in plan.gates.requires if not os.path.exists(os.path.join(plan.cwd, path))]
         if missing:
             return self.stop(STOP_ERROR, "procedure %s requires %s, which %s missing%s" % (
@@ -5989,7 +6061,8 @@ class _Run:
         if plan.verify and plan.verify_baseline and state.baseline is None:
             result = self.gates.gate(GATE_VERIFY, plan.verify, baseline=True)
             if gate_trouble(result, plan.gate_timeout):
-                return self.stop(STOP_ERROR, self.cannot_run(GATE_VERIFY, plan.verify, result))
+                return self.stop(STOP_ERROR, cannot_run(GATE_VERIFY, plan.verify, result,
+                                                        plan.gate_timeout))
             self.baseline(result)
         if state.finished and plan.delay and not state.waits:
             pause = backoff_delay(plan.delay, plan.backoff, state.consecutive_failures)
@@ -5999,12 +6072,6 @@ class _Run:
                                    % (format_budget(round(pause, 1)), following))
             self.wait(pause, "waiting before iteration %d" % following)
         return True
-
-    def cannot_run(self, gate: str, command: str, result: AgentResult) -> str:
-        """A gate that cannot run stops the run before the agent spends (SPEC 6, 20)."""
-        excerpt = error_excerpt(result.output, 3)
-        return "%s command `%s` %s%s" % (gate, command, gate_trouble(result, self.plan.gate_timeout),
-                                         ": " + " | ".join(excerpt) if excerpt else "")
 
     def baseline(self, result: AgentResult) -> None:
         """What verify said before iteration 1 (SPEC 20). A failure is iteration 1's
@@ -6044,11 +6111,8 @@ class _Run:
         number = self.state.finished + 1
         cap = plan.max_iterations
         attempt = _Attempt(number, "%d/%d" % (number, cap) if cap is not None else "%d" % number)
-        left: List[str] = []
-        if self.state.cut_short and plan.repo is not None:  # (a limit, an outage, a timeout, a death)
-            found = self.gates.git(["status", "--porcelain", "--untracked-files=all", "--", "."] + [
-                ":(exclude," + spec[2:] for spec in session_log_pathspecs(plan.repo, plan.log_dir)])
-            left = [line for line in found.out.splitlines() if line.strip() and not found.exit_code][:20]
+        # What an attempt cut short (a limit, an outage, a timeout, a death) left uncommitted.
+        left = self.gates.uncommitted() if self.state.cut_short else []
         self.state.cut_short = False
         prompt = build_prompt(plan, self.state.previous, left)
         if any(PROMPT_TOKEN in part for part in self.agent.argv) and \
@@ -6068,29 +6132,13 @@ class _Run:
             log.iteration_start(number, plan.procedure, prompt, self.fragment_names)
         return attempt
 
-    def reader(self, prompt: str) -> Reader:
-        """How this iteration's output is read: as text, or as events of the format."""
-        def scanner() -> SignalScanner:
-            return SignalScanner({SIGNAL_SUCCESS: self.plan.signals["success"],
-                                  SIGNAL_FAILURE: self.plan.signals["failure"]}, prompt)
-        gates = self.gates
-        text = TextReader(scanner(), gates.stdout_sink, gates.stderr_sink, gates.log_sink,
-                          self.plan.max_output_buffer)
-        if self.format is None:
-            return text
-        # The reader's own scanner sees only the agent's answer text (SPEC 12), so a marker
-        # inside a tool's output is not a promise; the raw bytes are the fallback's.
-        fallback = TextReader(scanner(), None, None, None, self.plan.max_output_buffer)
-        return EventReader(self.agent.format, scanner(), fallback, gates.stdout_sink,
-                           gates.stderr_sink, gates.log_sink,
-                           self.log.write_agent_stream if self.log is not None else None,
-                           self.plan.cwd, self.progress.warn)
-
     def run_agent_step(self, attempt: _Attempt) -> None:
         """The agent, once; its output read and its usage counted (spent whatever happens
         next, an interruption included)."""
         plan, label, started = self.plan, attempt.label, attempt.started
-        reader = self.reader(attempt.prompt)
+        sinks = (self.gates.stdout_sink, self.gates.stderr_sink, self.gates.log_sink)
+        reader = make_reader(plan, self.agent.format, attempt.prompt, sinks,
+                             self.log.write_agent_stream if self.log else None, self.progress.warn)
         env = dict(self.agent_env)
         env["ROODA_ITERATION"] = str(attempt.number)
         argv = list(self.agent.argv)
@@ -6132,8 +6180,11 @@ class _Run:
         said before it: the iteration runs again and says so again if it was done; verify
         does not judge work the provider cut off), then verify, then git."""
         plan = self.plan
-        if plan.verdict == "schema":
-            self.take_verdict(attempt)
+        problem = take_verdict(attempt, self.agent.cli) if plan.verdict == "schema" else ""
+        if problem and not self.verdict_said:
+            self.verdict_said = True
+            self.progress.warn("iteration %d: no verdict from the agent (%s); its promise markers, if any,"
+                               " decide instead" % (attempt.number, problem))
         result, report = attempt.result, attempt.report
         assert result is not None and report is not None
         attempt.feedback = report.tail
@@ -6221,33 +6272,6 @@ class _Run:
                           " checked against it" % number)
         self.log_end(attempt, outcome, "%s: %s" % attempt.reason if attempt.reason else None)
 
-    def take_verdict(self, attempt: _Attempt) -> None:
-        """The schema verdict is the signal (SPEC 21): success, failure or continue, its
-        summary the commit's, its explanation and next step the next prompt's. Without a
-        good one, the markers in the agent's words still count (one warning a run)."""
-        report, cli = attempt.report, self.agent.cli
-        assert report is not None and cli is not None
-        given, problem = report.answer, "none came"
-        if given is None and cli.schema_file:  # (Codex: its final message is the object)
-            problem = "its final message is not JSON"
-            with _suppress(ValueError, RecursionError):
-                given = json.loads(report.last_text)
-        attempt.verdict, problem = given, problem if given is None else verdict_problem(given)
-        verdict: Dict[str, Any] = given if isinstance(given, dict) else {}
-        if report.error is not None and report.error[2] == "error_max_structured_output_retries":
-            attempt.explanation = _one_line(report.error[0], 200)  # (an `agent` failure)
-            attempt.report = report.replace(signals=frozenset([SIGNAL_FAILURE]), error=None)
-        elif problem:
-            if not self.verdict_said:
-                self.verdict_said = True
-                self.progress.warn("iteration %d: no verdict from the agent (%s); its promise markers,"
-                                   " if any, decide instead" % (attempt.number, problem))
-        else:
-            signal = {"success": SIGNAL_SUCCESS, "failure": SIGNAL_FAILURE}.get(verdict["status"])
-            attempt.report = report.replace(signals=frozenset([signal] if signal else []),
-                                            last_text=verdict["summary"] or report.last_text)
-            attempt.explanation, attempt.next_step = verdict["explanation"], verdict["next_step"]
-
     def completed(self, attempt: _Attempt, detail: str) -> None:
         """`Iteration 3/10 completed in 2m13s (failure, consecutive: 1/3) · 41.2k tokens`."""
         assert attempt.report is not None
@@ -6306,17 +6330,8 @@ class _Run:
             if outage:
                 return self.stop(STOP_UNAVAILABLE, "provider unavailable: %s (%s)" % (brief, beyond))
             return self.stop(STOP_LIMITED, "%s (%s)" % (_limit_words(trouble, now), beyond))
-        if outage:
-            progress.info("Provider unavailable: %s; retrying in %s (attempt %d). %s"
-                          % (brief, format_budget(round(wait)), state.waits, self.guard.how_to_stop()))
-            what = "provider unavailable"
-        else:
-            progress.info("Usage limit reached (%s): %s; waiting until %s (%s). %s" % (
-                trouble.limit, message, clock_words(now + wait, now),
-                format_duration(wait) if trouble.resets_at else
-                "%s, the provider did not say when it resets" % format_budget(round(wait)),
-                self.guard.how_to_stop()))
-            what = "usage limit (%s)" % trouble.limit
+        said, what = wait_words(trouble, wait, now, state.waits)
+        progress.info("%s %s" % (said, self.guard.how_to_stop()))
         state.waiting_for = trouble.kind
         self.gates.notify("wait", attempt.outcome, "%s: %s" % (trouble.kind, message), attempt.number, state,
                           ROODA_WAIT_KIND="outage" if outage else trouble.limit,
