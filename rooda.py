@@ -337,8 +337,8 @@ def telling_line(text: str) -> str:
 
 # An escape sequence (CSI, OSC to its BEL or ST, or one of two characters), or another
 # control character but a tab or a newline.
-_CONTROLS = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.?)"
-                       r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]", re.S)
+_CONTROLS = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[^\n]?)"
+                       r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def clean(text: str) -> str:
@@ -4434,7 +4434,7 @@ STOP_INTERRUPTED, STOP_INTERRUPTED_BETWEEN, STOP_INTERRUPTED_WAITING = \
 class Stop(Record):
     """One way a run stops: its status (session_end, `status`), exit code (None: 128 + the
     signal's number), closing line (formatted by _closing_line), how that line is said
-    (LEVEL_*), and whether `resume` may go on with the session."""
+    (the Progress method: info, error or always), and whether `resume` may go on with it."""
 
     status: str
     exit_code: Optional[int]
@@ -5035,7 +5035,7 @@ def find_sessions(directory: str, shown: str, named: Optional[str] = None) -> Li
         for candidate in (named, os.path.join(directory, named), os.path.join(directory, "session-" + named)):
             files = SessionFiles.of(candidate)
             if files is not None and os.path.isfile(files.jsonl):
-                return [files.jsonl]
+                return [os.path.abspath(files.jsonl)]  # (resume hands its directory on)
         raise RoodaError("no such session: %s (in %s)" % (named, shown))
     if not os.path.isdir(directory):
         raise RoodaError("no log directory at %s (no run has written logs there; --log-dir DIR names"
@@ -5125,7 +5125,7 @@ def error_fingerprint(output: bytes) -> str:
 def error_excerpt(output: bytes, lines: int = 5) -> List[str]:
     """The last few non-blank lines of an output, for a person."""
     text = output.decode("utf-8", "replace")
-    return [line.rstrip()[:200] for line in text.splitlines() if line.strip()][-lines:]
+    return [clean(line).rstrip()[:200] for line in text.splitlines() if line.strip()][-lines:]
 
 
 _OBJECT_ID_LENGTHS = (40, 64)  # commit ids: SHA-1 (40 hex digits) or SHA-256 (64)
@@ -6213,8 +6213,8 @@ class _Run:
             attempt.explanation = explanation(report.said, plan.signals["failure"])
         if attempt.cause is not None:
             attempt.reason = cause_words(attempt, plan, self.gates.markers)
-            if attempt.cause == CAUSE_VERIFY and self.state.baseline_fingerprint == verify_fingerprint(
-                    attempt.feedback):
+            if attempt.cause == CAUSE_VERIFY and self.state.baseline_fingerprint is not None and \
+                    self.state.baseline_fingerprint == verify_fingerprint(attempt.feedback):
                 attempt.reason = (attempt.reason[0], attempt.reason[1] + " (as before iteration 1)")
 
     def count(self, attempt: _Attempt) -> None:
@@ -6368,6 +6368,14 @@ def max_cost_trouble(plan: RunPlan, agent: AgentCommand) -> str:
     return "" if plan.max_cost is None or (agent.cli and agent.cli.budget_flag) else "max_cost is checked" \
         " between iterations: %s has no spending cap of its own, so one iteration can spend past it" % (
             agent.preset or "this agent")
+
+
+def schema_trouble(plan: RunPlan, agent: AgentCommand) -> str:
+    """What `verdict: schema` cannot do with this agent (SPEC 21), for a run and `doctor`."""
+    cli = agent.cli
+    return "" if plan.verdict != "schema" or (cli and cli.schema_flag) else \
+        "schema needs an agent CLI with a schema flag (%s), not %s" % (", ".join(
+            row.name for row in AGENT_CLIS if row.schema_flag), cli.name if cli else "this one")
 
 
 def _closing_line(state: LoopState, plan: RunPlan) -> str:
@@ -6817,13 +6825,11 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
     if plan.agent is None:
         raise no_agent_error()
     check_agent_program(plan.agent)
-    cli = plan.agent.cli
-    if plan.verdict == "schema" and not (cli and cli.schema_flag):
+    if schema_trouble(plan, plan.agent):
         own = config.data.get("procedures", {}).get(procedure_name, {}).get("verdict")
         raise ConfigError.collect([config.problem(
             ("procedures", procedure_name, "verdict") if own else ("loop", "verdict"),
-            "schema needs an agent CLI with a schema flag (%s), not %s" % (", ".join(
-                row.name for row in AGENT_CLIS if row.schema_flag), cli.name if cli else "this one"))])
+            schema_trouble(plan, plan.agent))])
     build_prompt(plan, None)  # a missing fragment or prompt file is reported now
     repo = None
     if plan.gates.need_git() or plan.log_dir:
@@ -6999,6 +7005,8 @@ def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan:
         report("ok", "agent: %s (%s)" % (agent.display(), agent.source))
     except RoodaError as exc:
         report("error", "agent: %s" % exc)
+    if plan is not None and schema_trouble(plan, agent):
+        report("error", "verdict: " + schema_trouble(plan, agent))
     if plan is not None and max_cost_trouble(plan, agent):
         report("warning", max_cost_trouble(plan, agent))
     elif plan is not None and (plan.max_cost or plan.max_time):  # (SPEC 16 rev 4: what the night will do)

@@ -238,6 +238,17 @@ def test_resume_and_status_of_a_session_in_another_log_directory(workspace, agen
     assert session_events(elsewhere)[-1]["status"] == "completed"
 
 
+def test_resume_of_a_session_named_by_its_bare_file_name_in_the_log_directory_here(workspace, agent):
+    agent.script({"actions": [{"touch": "first"}, {"wait_for": "never"}]}, {})
+    proc = start_rooda(agent, "-n", "1", "--log-dir", ".", cwd=workspace)
+    agent.wait_for("first")
+    interrupt(proc)
+    [session] = [p.name for p in workspace.iterdir() if p.suffix == ".jsonl"]
+    done = run_rooda("resume", session, cwd=str(workspace))
+    assert done.returncode == 0, done.stderr
+    assert session_events(workspace)[-1]["status"] == "completed"  # (its own files, not the default's)
+
+
 def test_a_pid_alive_in_another_namespace_or_boot_is_not_the_sessions(workspace, tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()

@@ -157,3 +157,11 @@ def test_schema_with_a_cli_that_has_no_schema_flag_is_a_config_error(workspace, 
         "rooda-config.json:3:5: loop.verdict: schema needs an agent CLI with a schema flag (claude, codex), not gemini")
     done = run_rooda("build", "-n", "1", "--ai-cmd", agent.cmd, "--no-log", cwd=str(workspace))
     assert done.returncode == 2 and b"not this one" in done.stderr
+
+
+def test_doctor_says_what_the_run_would_refuse(workspace, agent, tmp_path, monkeypatch):
+    fake(tmp_path, monkeypatch, "gemini")
+    write_config(workspace, {"loop": {"verdict": "schema"}})
+    done = run_rooda("doctor", "build", "--ai-cmd-alias", "gemini", cwd=str(workspace))
+    assert "error    verdict: schema needs an agent CLI with a schema flag (claude, codex), not gemini" \
+        in done.stdout.decode()
