@@ -66,6 +66,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only; never imported at run time (start-up cost)
     from typing import (Any, Callable, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence,
                         TextIO, Tuple)
+    Sink = Callable[[bytes], None]              # where bytes go: a reader, a terminal, a log
+    Check = Callable[[object], Optional[str]]   # a setting's rule: what is wrong, or None
 
 
 # ==== 1. Header and constants =========================================
@@ -107,6 +109,11 @@ CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE = "auth", "billing", "limit
 CAUSE_TIMEOUT, CAUSE_AGENT, CAUSE_ERROR = "timeout", "agent", "error"
 CAUSE_VERIFY, CAUSE_GIT, CAUSE_EXIT = "verify", "git", "exit"
 PROVIDER_CAUSES = (CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE)
+# The subscription windows agents report (SPEC 18): how `status` names each, and its
+# length in seconds; and what holds a run before an iteration to spare them.
+WINDOWS = {"five_hour": ("5h", 5 * 3600), "seven_day": ("7d", 7 * 86400),
+           "seven_day_overage_included": ("7d+", 7 * 86400)}
+HOLD_RESERVE, HOLD_PACE = "reserve", "pace"
 GATE_VERIFY, GATE_DONE_WHEN, GATE_GIT = "verify", "done_when", "git"  # the gates' names in the logs
 # How a run ended (the .jsonl's session_end.status); STOPS gives each its exit code.
 STATUS_COMPLETED, STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR = "completed", "aborted", "stuck", "error"
@@ -307,7 +314,7 @@ def _scalar_text(value: object) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-def _tee(*sinks: Optional[Callable[[bytes], None]]) -> Optional[Callable[[bytes], None]]:
+def _tee(*sinks: Optional[Sink]) -> Optional[Sink]:
     """One sink that feeds all the given ones (None for none)."""
     present = [sink for sink in sinks if sink is not None]
     if len(present) < 2:
@@ -1086,6 +1093,7 @@ def load_yaml(text: str, path: str = "<string>") -> object:
 # busiest lines, which writes a tool result's tuple itself.
 EV_TEXT, EV_TOOL, EV_TOOL_RESULT, EV_USAGE = "text", "tool", "tool_result", "usage"
 EV_LIMIT, EV_ERROR, EV_NOTICE, EV_RETRY, EV_RESULT = "limit", "error", "notice", "retry", "result"
+EV_WINDOW, EV_SESSION = "window", "session"
 # The usage figures rooda keeps (SPEC 8 `usage`), each None until the agent reports it.
 USAGE_FIELDS = ("model", "input_tokens", "output_tokens", "cache_read_tokens",
                 "cache_write_tokens", "cost_usd", "turns", "tool_calls")
@@ -1151,6 +1159,21 @@ def retry_event(status: object, error: object, attempt: object, most: object) ->
 def result_event(ok: bool, text: Optional[str] = None, answer: object = None) -> tuple:
     """The run-ending event, with the final text and the object a schema asked for."""
     return (EV_RESULT, ok, text, answer)
+
+
+def window_event(name: str, reading: Mapping[str, Any]) -> tuple:
+    """A subscription window's reading (SPEC 18) in Claude's words -- utilization (a
+    fraction), resetsAt (epoch seconds), status, surpassedThreshold -- kept as the tuple
+    (utilization, resets_at, status, threshold)."""
+    status = reading.get("status")
+    return (EV_WINDOW, name, (_number(reading.get("utilization")), _number(reading.get("resetsAt")),
+                              status if isinstance(status, str) else None,
+                              _number(reading.get("surpassedThreshold"))))
+
+
+def session_event(session: object) -> tuple:
+    """The CLI's own id of the run (Codex's thread: where its windows are written)."""
+    return (EV_SESSION, session if isinstance(session, str) else "")
 
 
 def _tool_detail(arguments: object) -> str:
@@ -1295,14 +1318,20 @@ def decode_claude(event: dict) -> Optional[list]:
         return []
     if kind == "rate_limit_event":
         info = _mapping(event.get("rate_limit_info"))
+        # Every window's reading; the top level describes the limiting window alone, and
+        # only when one is not plainly allowed: read only without unifiedWindows (SPEC 18).
+        windows = _mapping(info.get("unifiedWindows")) or {info.get("rateLimitType"): info}
+        events = [window_event(name, _mapping(reading)) for name, reading in windows.items()
+                  if name in WINDOWS and _number(_mapping(reading).get("utilization")) is not None]
         if info.get("status") == "rejected":
-            return [limit_event(str(info.get("rateLimitType") or "rate_limit"), None, info.get("resetsAt"))]
+            return events + [limit_event(str(info.get("rateLimitType") or "rate_limit"), None,
+                                         info.get("resetsAt"))]
         if info.get("status") == "allowed_warning":
             used = _number(info.get("utilization"))
-            return [notice_event("approaching the %s usage limit%s" % (
+            return events + [notice_event("approaching the %s usage limit%s" % (
                 info.get("rateLimitType") or "provider's",
                 " (%.0f%% used)" % (used * 100) if used is not None else ""))]
-        return []
+        return events
     if kind == "result" and ("is_error" in event or "subtype" in event):  # (gemini's and
         return _claude_result(event)                                     # copilot's have neither)
     if kind == "stream_event":
@@ -1315,7 +1344,9 @@ def decode_codex(event: dict) -> Optional[list]:
     """Codex `exec --json`."""
     kind, item = event.get("type"), _mapping(event.get("item"))
     item_type = item.get("type")
-    if kind in ("thread.started", "turn.started", "item.updated"):
+    if kind == "thread.started":
+        return [session_event(event.get("thread_id"))]
+    if kind in ("turn.started", "item.updated"):
         return []
     if kind == "item.started":
         return [tool_event("shell", _unwrap_shell(item.get("command")))] \
@@ -1358,6 +1389,34 @@ def decode_codex(event: dict) -> Optional[list]:
         # a run that ends without it (see failure_reason).
         return [notice_event(str(event.get("message") or "error"))]
     return None
+
+
+def codex_windows(thread: str, env: Mapping[str, str]) -> Dict[str, tuple]:
+    """Codex's windows after an iteration (SPEC 18): `exec --json` prints none, its session
+    rollout file (found by the thread id) has them in its last `token_count`. A file
+    format, not a contract: best effort, and nothing when it is not there."""
+    import glob
+    home = env.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
+    found = glob.glob(os.path.join(glob.escape(home), "sessions", "*", "*", "*",
+                                   "rollout-*-%s.jsonl" % glob.escape(thread)))
+    lines: List[bytes] = []
+    with _suppress(OSError, ValueError):
+        with open(max(found), "rb") as stream:  # (the last 256 KiB: its lines can be long)
+            stream.seek(max(os.fstat(stream.fileno()).st_size - 262144, 0))
+            lines = stream.read().splitlines()
+    for line in reversed(lines):
+        with _suppress(ValueError, RecursionError):
+            payload = _mapping(_mapping(json.loads(line)).get("payload"))
+            if payload.get("type") == "token_count" and isinstance(payload.get("rate_limits"), dict):
+                readings = {}
+                for limit in map(_mapping, payload["rate_limits"].values()):
+                    name = {"300": "five_hour", "10080": "seven_day"}.get(str(limit.get("window_minutes")))
+                    used = _number(limit.get("used_percent"))
+                    if name and used is not None:
+                        readings[name] = window_event(name, {"utilization": used / 100,
+                                                             "resetsAt": limit.get("resets_at")})[2]
+                return readings
+    return {}
 
 
 @output_format("gemini")
@@ -1483,6 +1542,9 @@ class AgentCLI(Record):
     # schema as text, or (schema_file) in a file.
     schema_flag: str = ""
     schema_file: bool = False
+    # Where it reports the subscription windows (SPEC 18): True, in its stream; or the
+    # function that reads them after an iteration, given its run's id and environment.
+    windows: Any = False
     stop_signal: int = signal.SIGTERM  # what ends it well (SIGTERM, kill_grace, SIGKILL otherwise)
     # Known traps, for `doctor`: (level, applies(argv, env, in a git repository), message).
     pitfalls: Tuple[Tuple[str, Callable[[Sequence[str], Mapping[str, str], bool], bool], str], ...] = ()
@@ -1511,7 +1573,7 @@ AGENT_CLIS = (
                       "API billing (the Anthropic Console account), not the Claude subscription"),
                      ("CLAUDE_CODE_OAUTH_TOKEN", "the Claude subscription of `claude setup-token`"),
                      ("~/.claude/.credentials.json", "the account `claude` /login signed in")),
-        budget_flag="--max-budget-usd", schema_flag="--json-schema",
+        budget_flag="--max-budget-usd", schema_flag="--json-schema", windows=True,
         # On SIGTERM during a tool, Claude Code 2.1.197 kills the tool and asks the model
         # for its next turn (measured: two more requests and a file written after Ctrl+C);
         # SIGINT ends the turn and the tools.
@@ -1540,7 +1602,7 @@ AGENT_CLIS = (
         command="codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check"
                 " --color never --json -",
         stream_format="codex", stream_flags=(("--json", None),),
-        schema_flag="--output-schema", schema_file=True,
+        schema_flag="--output-schema", schema_file=True, windows=codex_windows,
         login="OPENAI_API_KEY, or `codex login`",
         credentials=(("CODEX_API_KEY", "API billing (the OpenAI Platform account)"),
                      ("OPENAI_API_KEY", "API billing (the OpenAI Platform account)"),
@@ -1737,7 +1799,7 @@ def _v_str(value: object) -> Optional[str]:
     return None if isinstance(value, str) else "must be a string, not %s" % _type_name(value)
 
 
-def _v_optional(check: Callable[[object], Optional[str]]) -> Callable[[object], Optional[str]]:
+def _v_optional(check: Check) -> Check:
     """null is always fine (it unsets the key); anything else must pass `check`."""
     return lambda value: None if value is None else check(value)
 
@@ -1758,8 +1820,8 @@ def _v_env(value: object) -> Optional[str]:
     return None
 
 
-def _v_mapping(example: str, fields: Dict[str, Callable[[object], Optional[str]]]
-               ) -> Callable[[object], Optional[str]]:
+def _v_mapping(example: str, fields: Dict[str, Check]
+               ) -> Check:
     """A mapping with known keys, each checked by its own validator."""
     def check(value: object) -> Optional[str]:
         if not isinstance(value, dict):
@@ -1779,7 +1841,7 @@ def _v_strings(value: object) -> Optional[str]:
     return None if fine else "must be a non-empty list of non-empty strings"
 
 
-def _v_list(check: Callable[[object], Optional[str]]) -> Callable[[object], Optional[str]]:
+def _v_list(check: Check) -> Check:
     """A list whose every item passes `check`."""
     def each(value: object) -> Optional[str]:
         if not isinstance(value, list):
@@ -1798,6 +1860,12 @@ def _v_message(value: object) -> Optional[str]:
         typos[0], did_you_mean(typos[0], names)) if typos else None
 
 
+def _v_fraction(value: object) -> Optional[str]:
+    """A part of a subscription window kept for the person: from 0 to below 1."""
+    return _Number(0)(value) or (None if value < 1 else  # type: ignore[operator]
+                                 "must be below 1 (the part kept, 0.3 for 30%)")
+
+
 def _v_paths(value: object) -> Optional[str]:
     fine = isinstance(value, list) and all(isinstance(p, str) and p for p in value)
     return None if fine else "must be a list of paths"
@@ -1808,7 +1876,7 @@ class Setting(Record):
 
     key: str
     default: Any
-    check: Callable[[object], Optional[str]]
+    check: Check
     procedure: bool = False         # a procedure may set it too (its own value wins)
     flag: Optional[str] = None      # the command-line option that overrides both
     metavar: str = "S"
@@ -1872,6 +1940,10 @@ SETTINGS = (
     Setting(key="verify", default=None, check=_v_command, procedure=True, flag="--verify", metavar="CMD",
             help="quality gate after each iteration (sh -c); a failure rejects the agent's SUCCESS claim"),
     Setting(key="verdict", default="markers", check=_Choice("markers", "schema"), procedure=True),
+    Setting(key="reserve", default={}, scalar=False, check=_v_mapping(
+        "{seven_day: 0.3}", dict.fromkeys(WINDOWS, _v_fraction))),
+    Setting(key="pace", default="off", check=_Choice("off", "even"), flag="--pace", metavar="off|even",
+            help="even: spend each subscription window no faster than it elapses"),
     Setting(key="verify_baseline", default=True, check=_v_bool, procedure=True, flag="--no-verify-baseline",
             help="skip verify's run before iteration 1 (it says what the agent starts from)"),
     Setting(key="done_when", default=None, check=_v_command, procedure=True, flag="--done-when",
@@ -1927,7 +1999,7 @@ def dotted(key_path: Sequence[object]) -> str:
     return text
 
 
-def _check_keys(values: dict, schema: Mapping[str, Callable[[object], Optional[str]]], where: tuple,
+def _check_keys(values: dict, schema: Mapping[str, Check], where: tuple,
                 report: Callable[[tuple, str], None]) -> None:
     """Each value by its key's rule in `schema`; a key the schema lacks is unknown."""
     for key, value in values.items():
@@ -2375,7 +2447,7 @@ def _merge(into: dict, layer: dict, origin: Callable[[tuple], tuple], provenance
                 _forget(provenance, path)
             provenance[path] = origin(path)
         elif isinstance(value, dict) and isinstance(into.get(key), dict):
-            if path not in provenance:
+            if provenance.get(path, (TIER_BUILTIN,))[0] == TIER_BUILTIN:  # (a file is where to look)
                 provenance[path] = origin(path)
             _merge(into[key], value, origin, provenance, path)
         else:
@@ -3359,7 +3431,7 @@ class _Supervision:
     As subreaper we adopt the child's orphans; those that die must be reaped here, or
     their zombies would keep the group alive for the whole grace period."""
 
-    def __init__(self, child: _Child, pump: Any, sinks: Dict[str, Optional[Callable[[bytes], None]]],
+    def __init__(self, child: _Child, pump: Any, sinks: Dict[str, Optional[Sink]],
                  guard: Optional[SignalGuard], limits: Limits, ticker: Optional[Ticker],
                  seen_signals: int) -> None:
         self.child, self.pump, self.sinks, self.guard, self.ticker = child, pump, sinks, guard, ticker
@@ -3541,8 +3613,8 @@ def _enter(cwd: str) -> Optional[str]:
 
 
 def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]] = None,
-              cwd: Optional[str] = None, on_stdout: Optional[Callable[[bytes], None]] = None,
-              on_stderr: Optional[Callable[[bytes], None]] = None,
+              cwd: Optional[str] = None, on_stdout: Optional[Sink] = None,
+              on_stderr: Optional[Sink] = None,
               guard: Optional[SignalGuard] = None, limits: Limits = Limits(),
               ticker: Optional[Ticker] = None) -> AgentResult:
     """Run a program once (the agent, a gate, git), its output passed to the sinks as it
@@ -3718,6 +3790,13 @@ LIMIT_SCAN_BYTES = 2048
 QUIET_SECONDS = 30.0  # a text agent silent this long is "quiet" on the status line (SPEC 14)
 
 
+def windows_words(windows: Mapping[str, Any]) -> str:
+    """`5h 46% · 7d 81%`: the subscription windows' last readings (SPEC 18)."""
+    return " · ".join("%s %d%%" % (WINDOWS[name][0], round(
+        (reading["utilization"] if isinstance(reading, dict) else reading[0]) * 100))
+        for name, reading in sorted(windows.items()) if name in WINDOWS)
+
+
 def activity_words(kind: str, detail: str, seconds: float) -> str:
     """What the agent is doing, as the status line, the heartbeat and `status` say it:
     `→ Bash: pytest -q · 12s`, `thinking · 8s`, `retrying: HTTP 529 overloaded · attempt
@@ -3756,9 +3835,10 @@ class Reader:
     """What the loop and Activity may ask of any reader of an agent's output; a text
     reader has no events, tool calls or token counts."""
 
-    structured, events, tool_calls, last_tool, output_bytes = False, 0, 0, "", 0
-    on_stdout: Callable[[bytes], None]
-    on_stderr: Callable[[bytes], None]
+    structured, events, tool_calls, last_tool, output_bytes, session = False, 0, 0, "", 0, ""
+    windows: List[Tuple[str, tuple]] = []  # the subscription windows' readings, in order (SPEC 18)
+    on_stdout: Sink
+    on_stderr: Sink
 
     def activity(self) -> Optional[Tuple[str, str, float]]:
         raise NotImplementedError
@@ -3774,13 +3854,13 @@ class TextReader(Reader):
     """A text agent: its bytes go through unchanged (verbose, log), scanned for signals
     as they come; the last `tail_bytes` of them are kept."""
 
-    def __init__(self, scanner: SignalScanner, show_out: Optional[Callable[[bytes], None]],
-                 show_err: Optional[Callable[[bytes], None]], log: Optional[Callable[[bytes], None]],
+    def __init__(self, scanner: SignalScanner, show_out: Optional[Sink],
+                 show_err: Optional[Sink], log: Optional[Sink],
                  tail_bytes: int) -> None:
         self.scanner, self.tail, self.output_bytes = scanner, _Tail(tail_bytes), 0
         self.last_output = time.monotonic()
 
-        def sink(stream: str, show: Optional[Callable[[bytes], None]]) -> Callable[[bytes], None]:
+        def sink(stream: str, show: Optional[Sink]) -> Sink:
             def take(chunk: bytes) -> None:
                 self.output_bytes += len(chunk)
                 self.last_output = time.monotonic()
@@ -3853,8 +3933,8 @@ class EventReader(Reader):
     structured = True
 
     def __init__(self, agent_format: str, scanner: SignalScanner, fallback: TextReader,
-                 show_out: Optional[Callable[[bytes], None]], show_err: Optional[Callable[[bytes], None]],
-                 log: Optional[Callable[[bytes], None]], raw: Optional[Callable[[bytes], None]],
+                 show_out: Optional[Sink], show_err: Optional[Sink],
+                 log: Optional[Sink], raw: Optional[Sink],
                  cwd: str, warn: Callable[[str], None]) -> None:
         self.format, self.format_name = OUTPUT_FORMATS[agent_format], agent_format
         # The assistant's text is scanned by `scanner`; the raw bytes by `fallback`, whose
@@ -3880,6 +3960,7 @@ class EventReader(Reader):
         self.said = _Tail(8192)             # the assistant's words (for its explanation)
         self.last_text = ""                 # its last message (for a commit's summary)
         self.answer: object = None          # the object its schema flag asked for (Claude)
+        self.windows = []
         self.in_delta = False               # the last event was a chunk of a longer text
         self.doing = ("thinking", "", time.monotonic())  # (kind, detail, since): activity_words
         self.text_open = False              # the last text shown did not end its line
@@ -4023,6 +4104,10 @@ class EventReader(Reader):
                 self.usage.update(figures)
         elif kind == EV_LIMIT:
             self.limit = event[1:]
+        elif kind == EV_WINDOW:
+            self.windows.append(event[1:])
+        elif kind == EV_SESSION:
+            self.session = event[1]
         elif kind == EV_ERROR:
             if self.error is None or self.error[0] != event[1]:  # Claude says it twice
                 self._show("  ✗ error: " + _one_line(event[1], 400))
@@ -4093,7 +4178,7 @@ class EventReader(Reader):
 
 
 def make_reader(plan: RunPlan, agent_format: str, prompt: str, sinks: Tuple[Any, Any, Any],
-                raw: Optional[Callable[[bytes], None]], warn: Callable[[str], None]) -> Reader:
+                raw: Optional[Sink], warn: Callable[[str], None]) -> Reader:
     """How an iteration's output is read: as text, or as events of the format; `sinks`:
     where its stdout, its stderr and the log's copy go."""
     def scanner() -> SignalScanner:
@@ -4163,6 +4248,7 @@ class Activity:
                              if self.kind == "wait" else "%s still running (%s)" % (self.detail, spent))
         figures = [format_duration(now - self.since), plural(reader.tool_calls, "tool call") if reader.events
                    else "%s output" % format_bytes(reader.output_bytes)]
+        figures += [windows_words(dict(reader.windows))] if reader.windows else []
         last = reader.last_tool if reader.events and (not doing or doing[0] != "tool") else ""
         return (" · ".join(["iteration " + self.label] + figures + what),
                 "Iteration %s still running (%s)" % (self.label, ", ".join(
@@ -4414,10 +4500,13 @@ def _limit_words(trouble: ProviderTrouble, now: float) -> str:
     """`usage limit (five_hour): <message>; it resets at 21:03 (in 2h14m)` or `...; the
     provider did not say when it resets`."""
     text = "usage limit (%s): %s" % (trouble.limit, _one_line(trouble.message, 200))
+    if trouble.limit in (HOLD_RESERVE, HOLD_PACE):  # (it resets, or the pace allows more)
+        text = trouble.message
     if trouble.resets_at is None:
         return text + "; the provider did not say when it resets"
-    return text + "; it resets at %s (in %s)" % (clock_words(trouble.resets_at, now),
-                                                 format_duration(max(trouble.resets_at - now, 0)))
+    return text + "; %s at %s (in %s)" % (
+        "the pace allows more" if trouble.limit == HOLD_PACE else "it resets",
+        clock_words(trouble.resets_at, now), format_duration(max(trouble.resets_at - now, 0)))
 
 
 # The ways a run stops (SPEC 5, 13): the status it ends with, its exit code (None: 128 +
@@ -4426,7 +4515,7 @@ def _limit_words(trouble: ProviderTrouble, now: float) -> str:
 STOP_SUCCESS, STOP_CAP, STOP_TIME, STOP_COST = "success", "cap", "time", "cost"
 STOP_DONE_WHEN, STOP_ABORTED, STOP_HELP, STOP_STUCK = "done_when", "aborted", "help", "stuck"
 STOP_ERROR, STOP_ACCOUNT = "error", "account"  # (the agent cannot authenticate or pay: resumable)
-STOP_LIMITED, STOP_UNAVAILABLE = "limited", "unavailable"
+STOP_LIMITED, STOP_UNAVAILABLE, STOP_HELD = "limited", "unavailable", "held"
 STOP_INTERRUPTED, STOP_INTERRUPTED_BETWEEN, STOP_INTERRUPTED_WAITING = \
     "interrupted", "interrupted between", "interrupted waiting"
 
@@ -4464,6 +4553,8 @@ STOPS = {
                        words="Stopped at a {reason} ({done} completed, total: {total})"),
     STOP_UNAVAILABLE: Stop(status=STATUS_UNAVAILABLE, exit_code=4, resumable=True,
                            words="Stopped: {reason} ({done} completed, total: {total})"),
+    STOP_HELD: Stop(status=STATUS_LIMITED, exit_code=4, resumable=True,
+                    words="Stopped: {reason} ({done} completed, total: {total})"),
     STOP_ERROR: Stop(status=STATUS_ERROR, exit_code=2, words="{reason}"),
     STOP_ACCOUNT: Stop(status=STATUS_ERROR, exit_code=2, words="{reason}", resumable=True),
     STOP_INTERRUPTED: Stop(status=STATUS_INTERRUPTED, exit_code=None, level="always", resumable=True,
@@ -4512,12 +4603,20 @@ def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Tup
     return head, _last_line(report.tail, markers) or "(it printed nothing)" + notice
 
 
+# What a run waits for, as its closing line and `status` say it (a limit's kind: a limit).
+WAITING_FOR = {CAUSE_OUTAGE: "the provider to come back", CAUSE_LIMIT: "a usage limit to reset",
+               HOLD_RESERVE: "a window to reset (reserve)", HOLD_PACE: "the pace to allow the next iteration"}
+
+
 def wait_words(trouble: ProviderTrouble, wait: float, now: float, waits: int) -> Tuple[str, str]:
     """A wait for the provider as announced (SPEC 13, 15) and as the status line names it."""
     if trouble.kind == CAUSE_OUTAGE:
         return "Provider unavailable: %s; retrying in %s (attempt %d)." % (
             _one_line(trouble.message.split(". ")[0], 100), format_budget(round(wait)), waits), \
             "provider unavailable"
+    if trouble.limit in (HOLD_RESERVE, HOLD_PACE):
+        return "%s%s; waiting until %s (%s)." % (trouble.message[0].upper(), trouble.message[1:], clock_words(
+            now + wait, now), format_duration(wait)), trouble.message.split(":")[0]
     return "Usage limit reached (%s): %s; waiting until %s (%s)." % (
         trouble.limit, _one_line(trouble.message, 200), clock_words(now + wait, now),
         format_duration(wait) if trouble.resets_at else
@@ -4540,6 +4639,29 @@ def provider_wait(trouble: ProviderTrouble, plan: RunPlan, waits: int, waited: f
     if plan.max_time is not None and elapsed + wait > plan.max_time:
         return wait, "beyond the time budget (%s)" % format_budget(plan.max_time)
     return wait, None
+
+
+def window_hold(windows: Mapping[str, tuple], plan: RunPlan, now: float) -> Optional[ProviderTrouble]:
+    """What holds the run before an iteration (SPEC 18), as a limit of kind reserve or
+    pace and when it lets go: a window whose latest reading reached `1 - reserve`, until
+    its reset; with `pace: even`, one that used more than `1 - reserve` of the part of
+    it elapsed, until that part catches up (never past the reset). A reading whose reset
+    passed, or was never said, holds nothing: it cannot be waited out."""
+    for name, (used, resets, _, _) in sorted(windows.items()):
+        if resets is None or resets <= now or used is None:
+            continue
+        kept, length = plan.reserve.get(name, 0), WINDOWS[name][1]
+        if kept and used >= 1 - kept:
+            return ProviderTrouble(kind=CAUSE_LIMIT, limit=HOLD_RESERVE, resets_at=resets, message=(
+                "reserve reached: %s %d%% used, %d%% kept" % (name, round(used * 100), round(kept * 100))))
+        elapsed = min(max(1 - (resets - now) / length, 0), 1)
+        if plan.pace == "even" and used > (1 - kept) * elapsed:
+            catches_up = resets - length * (1 - used / (1 - kept))
+            return ProviderTrouble(
+                kind=CAUSE_LIMIT, limit=HOLD_PACE, resets_at=min(resets, catches_up),
+                message="ahead of pace: %s %d%% used at %d%% of the window%s" % (name, round(
+                    used * 100), elapsed * 100, ", %d%% kept" % round(kept * 100) if kept else ""))
+    return None
 
 
 # The verdict an agent returns through its CLI's schema flag (SPEC 21): nothing else.
@@ -4623,6 +4745,7 @@ class SessionFiles:
     BASE = r"session-(\d{8}-\d{6})(?:-\d+)?"
     GLOB = "session-[0-9]*"     # the git pathspec that keeps them out of commits
     SUFFIXES = (".log", ".jsonl", "-agent.jsonl", "-live.json")
+    WINDOWS = "windows.json"    # beside them: the subscription windows' last readings (SPEC 18)
 
     def __init__(self, directory: str, base: str) -> None:
         self.directory, self.base = directory, base
@@ -4635,6 +4758,29 @@ class SessionFiles:
         directory, name = os.path.split(path)
         found = re.match(r"(%s)(%s)?$" % (cls.BASE, "|".join(map(re.escape, cls.SUFFIXES))), name)
         return cls(directory, found.group(1)) if found else None
+
+
+def _replace_json(path: str, record: object) -> None:
+    """A small file replaced whole, so that a reader never sees half of it (several runs
+    may share it); 0600, as the .jsonl: a tool's command line may hold a token."""
+    with _suppress(OSError):
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        with os.fdopen(os.open("%s.%d.tmp" % (path, os.getpid()), flags, 0o600), "w") as stream:
+            json.dump(record, stream)
+        os.replace("%s.%d.tmp" % (path, os.getpid()), path)
+
+
+def remembered_windows(directory: Optional[str], now: float) -> Dict[str, tuple]:
+    """The readings of the windows that runs in this log directory remembered, those
+    whose reset lies ahead: iteration 1 is judged before it spends (SPEC 18)."""
+    try:
+        with open(os.path.join(directory or "", SessionFiles.WINDOWS)) as stream:
+            saved = _mapping(json.load(stream))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return {name: tuple(reading) for name, reading in saved.items() if name in WINDOWS and
+            isinstance(reading, list) and len(reading) == 4 and _number(reading[0]) is not None and
+            (_number(reading[1]) or 0) > now}
 
 
 class SessionLog:
@@ -4720,12 +4866,12 @@ class SessionLog:
         when it changed (the ticker calls this once a second)."""
         if self.problem is None and record != self.live:
             self.live = record
-            with _suppress(OSError):  # (best effort: `status` then shows the events alone)
-                # 0600, as the .jsonl: a tool's command line may hold a token.
-                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-                with os.fdopen(os.open(self.files.live + ".tmp", flags, 0o600), "w") as stream:
-                    json.dump(record, stream)
-                os.replace(self.files.live + ".tmp", self.files.live)
+            _replace_json(self.files.live, record)  # (best effort: `status` then shows the events alone)
+
+    def remember_windows(self, windows: Mapping[str, tuple]) -> None:
+        """The windows' last readings, for the next run in this log directory (SPEC 18)."""
+        if self.problem is None:
+            _replace_json(os.path.join(self.files.directory, SessionFiles.WINDOWS), windows)
 
     def text(self, text: str) -> None:
         self.write(text.encode("utf-8", "replace"))
@@ -4933,7 +5079,7 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
         "elapsed_seconds": None, "usage": None, "last_event": None, "last_event_time": None,
         "waiting_until": None, "waiting_for": None, "activity": None, "tool_calls": None, "tokens": None,
         "consecutive_failures": 0 if whole else None, "argv": None, "cwd": None, "skipped_lines": 0,
-        "baseline": None, "last_verify": None, "resumable": None, "last_failure": None}
+        "baseline": None, "last_verify": None, "resumable": None, "last_failure": None, "windows": {}}
     lines, read_whole = _read_session(path, whole)
     usage: Dict[str, Any] = {}
     begun = last_at = None  # when the session's latest run (its start, or its resume) began
@@ -4986,6 +5132,10 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
             summary["baseline" if event.get("baseline") else "last_verify"] = {
                 "result": "pass" if event["exit_code"] == 0 else "fail", "exit_code": event["exit_code"],
                 "line": str(event.get("line") or "")}
+        elif name == "window" and event.get("window") in WINDOWS and \
+                _number(event.get("utilization")) is not None:
+            summary["windows"][event["window"]] = {key: event.get(key) for key in (
+                "utilization", "resets_at", "status", "threshold")}
         elif name == "session_end":
             ended = event
     if not read_whole:  # only what the tail holds: the counts from session_end, else unknown
@@ -5092,8 +5242,8 @@ class Gates(Record):
 
 
 def run_gate(command: str, *, cwd: str, guard: Optional[SignalGuard], limits: Limits,
-             on_output: Optional[Callable[[bytes], None]] = None,
-             on_stderr: Optional[Callable[[bytes], None]] = None,
+             on_output: Optional[Sink] = None,
+             on_stderr: Optional[Sink] = None,
              ticker: Optional[Ticker] = None, env: Optional[Dict[str, str]] = None) -> AgentResult:
     """Run a gate (or `notify`) command with `sh -c` in the working directory, stdin empty;
     the result keeps the last 8 KiB of its output."""
@@ -5155,8 +5305,8 @@ class GitResult(Record):
 
 def git(args: Sequence[str], cwd: str, *, timeout: float = 60.0,
         env: Optional[Dict[str, str]] = None, guard: Optional[SignalGuard] = None,
-        kill_grace: float = 5.0, echo_out: Optional[Callable[[bytes], None]] = None,
-        echo_err: Optional[Callable[[bytes], None]] = None, ticker: Optional[Ticker] = None) -> GitResult:
+        kill_grace: float = 5.0, echo_out: Optional[Sink] = None,
+        echo_err: Optional[Sink] = None, ticker: Optional[Ticker] = None) -> GitResult:
     """Run git like a gate (own process group, timeout, the guard's signals); its output
     is also passed to the echo sinks (verbose, log). Exit 127 when git is missing."""
     out: List[bytes] = []
@@ -5269,8 +5419,9 @@ def session_log_pathspecs(repo: GitRepository, log_dir: Optional[str]) -> List[s
         return []
     escaped = re.sub(r"([*?\[\\])", r"\\\1", relative.replace(os.sep, "/"))
     prefix = "" if relative == "." else escaped + "/"
-    return [":(top,glob)%s%s.%s" % (prefix, SessionFiles.GLOB, suffix)
-            for suffix in sorted({name.rsplit(".", 1)[1] for name in SessionFiles.SUFFIXES})]
+    suffixes = sorted({name.rsplit(".", 1)[1] for name in SessionFiles.SUFFIXES})
+    return [":(top,glob)%s%s" % (prefix, name) for name in [SessionFiles.WINDOWS] + [
+        "%s.%s" % (SessionFiles.GLOB, suffix) for suffix in suffixes]]
 
 
 def stage_everything(run_git: Callable[..., GitResult], repo: GitRepository, log_dir: Optional[str],
@@ -5328,7 +5479,8 @@ def untracked_files(run_git: Callable[..., GitResult], repo: Optional[GitReposit
     result = run_git(["ls-files", "--others", "--exclude-standard", "--full-name", "-z"])
     top = os.path.realpath(repo.top)
     logs = os.path.relpath(os.path.realpath(log_dir or top), top).replace(os.sep, "/")
-    own = re.compile(("" if logs == "." else re.escape(logs) + "/") + SessionFiles.BASE)
+    own = re.compile(("" if logs == "." else re.escape(logs) + "/") + "(%s|%s$)" % (
+        SessionFiles.BASE, re.escape(SessionFiles.WINDOWS)))
     return [name for name in result.out.split("\0") if name and not own.match(name)]
 
 
@@ -5933,6 +6085,7 @@ class LoopState:
         self.cut_short = False              # the last attempt was: a limit, an outage, a timeout, a death
         self.baseline: Optional[str] = None  # verify before iteration 1: "pass", "fail" (SPEC 20)
         self.baseline_fingerprint: Optional[str] = None  # of its failure
+        self.windows: Dict[str, tuple] = {}  # each subscription window's last reading (SPEC 18)
 
     @property
     def status(self) -> str:
@@ -6071,7 +6224,8 @@ class _Run:
                 self.progress.info("Waiting %s before iteration %d"
                                    % (format_budget(round(pause, 1)), following))
             self.wait(pause, "waiting before iteration %d" % following)
-        return True
+        hold = window_hold(state.windows, plan, time.time())
+        return self.hold(hold, state.finished + 1) if hold is not None else True
 
     def baseline(self, result: AgentResult) -> None:
         """What verify said before iteration 1 (SPEC 20). A failure is iteration 1's
@@ -6170,10 +6324,29 @@ class _Run:
                 with _suppress(OSError):
                     os.unlink(schema)
         attempt.report = report = reader.finish(result)
+        readings = reader.windows + (list(cli.windows(reader.session, env).items())
+                                     if cli is not None and callable(cli.windows) and reader.session else [])
+        self.note_windows(readings)
         if report.usage:
             add_usage(self.state.usage, report.usage)
         if result.interrupted is not None:
             raise Interrupted(result.interrupted)
+
+    def note_windows(self, readings: Sequence[Tuple[str, tuple]]) -> None:
+        """An iteration's readings of the subscription windows, in order (SPEC 18): one
+        that moved (its whole percent, reset, status or threshold) is a `window` event;
+        the last are remembered for the next run in this log directory."""
+        windows, moved = self.state.windows, False
+        for name, (used, resets, status, threshold) in readings:
+            old = windows.get(name)
+            if old is None or (round(old[0] * 100),) + old[1:] != (round(used * 100),
+                                                                   resets, status, threshold):
+                moved, windows[name] = True, (used, resets, status, threshold)
+                if self.log is not None:
+                    self.log.event("window", window=name, utilization=used, status=status,
+                                   threshold=threshold, resets_at=iso_time(resets) if resets else None)
+        if self.log is not None and moved:
+            self.log.remember_windows(windows)
 
     def judge(self, attempt: _Attempt) -> None:
         """The outcome and its cause: the provider's trouble first (a limit beats a SUCCESS
@@ -6309,18 +6482,27 @@ class _Run:
         """An iteration the provider stopped at a limit (SPEC 13) or an outage (SPEC 15):
         not a failure, not a use of the cap. Wait it out and run the iteration again -- or
         stop with exit 4 when that would take longer than the run may wait."""
-        plan, state, progress, trouble = self.plan, self.state, self.progress, attempt.trouble
+        state, trouble = self.state, attempt.trouble
         assert trouble is not None and attempt.report is not None
-        outage = trouble.kind == CAUSE_OUTAGE
         state.waits, state.cut_short = state.waits + 1, True
+        self.completed(attempt, self.progress.outcome(attempt.outcome))
+        message = _one_line(trouble.message, 200)
+        kind = trouble.limit if trouble.limit.endswith("limit") else trouble.limit + " limit"
+        self.log_end(attempt, attempt.outcome, "outage: " + message if trouble.kind == CAUSE_OUTAGE else
+                     "%s: %s" % (kind, message))
+        return self.hold(trouble, attempt.number, attempt.outcome)
+
+    def hold(self, trouble: ProviderTrouble, number: int, outcome: str = "") -> bool:
+        """Wait out a limit, an outage, a reserve or the pace (SPEC 13, 15, 18), counted
+        down and interruptible -- or stop with exit 4 when the wait would pass what the
+        run may wait (limit_wait, outage_wait, max_time) or on_limit says stop."""
+        plan, state, progress = self.plan, self.state, self.progress
+        outage, held = trouble.kind == CAUSE_OUTAGE, trouble.limit in (HOLD_RESERVE, HOLD_PACE)
         state.waits_since = state.waits_since or time.monotonic()
         now = time.time()
-        wait, beyond = provider_wait(trouble, plan, state.waits, time.monotonic() - state.waits_since,
+        wait, beyond = provider_wait(trouble, plan, max(state.waits, 1), time.monotonic() - state.waits_since,
                                      state.elapsed(), now)
-        self.completed(attempt, progress.outcome(attempt.outcome))
         message, brief = _one_line(trouble.message, 200), _one_line(trouble.message.split(". ")[0], 100)
-        self.log_end(attempt, attempt.outcome, "outage: " + message if outage else "%s: %s" % (
-            trouble.limit if trouble.limit.endswith("limit") else trouble.limit + " limit", message))
         if self.log is not None:  # (wait_seconds: 0 when the run stops instead)
             self.log.event("limit", kind="outage" if outage else trouble.limit, message=trouble.message,
                            resets_at=iso_time(trouble.resets_at) if trouble.resets_at else None,
@@ -6329,11 +6511,12 @@ class _Run:
             state.last_reason = ("outage" if outage else "limit", message)
             if outage:
                 return self.stop(STOP_UNAVAILABLE, "provider unavailable: %s (%s)" % (brief, beyond))
-            return self.stop(STOP_LIMITED, "%s (%s)" % (_limit_words(trouble, now), beyond))
+            stop = STOP_HELD if held else STOP_LIMITED
+            return self.stop(stop, "%s (%s)" % (_limit_words(trouble, now), beyond))
         said, what = wait_words(trouble, wait, now, state.waits)
         progress.info("%s %s" % (said, self.guard.how_to_stop()))
-        state.waiting_for = trouble.kind
-        self.gates.notify("wait", attempt.outcome, "%s: %s" % (trouble.kind, message), attempt.number, state,
+        state.waiting_for = trouble.limit if held else trouble.kind
+        self.gates.notify("wait", outcome, "%s: %s" % (trouble.kind, message), number, state,
                           ROODA_WAIT_KIND="outage" if outage else trouble.limit,
                           ROODA_WAIT_UNTIL=iso_time(now + wait))
         self.wait(wait, what)
@@ -6370,6 +6553,20 @@ def max_cost_trouble(plan: RunPlan, agent: AgentCommand) -> str:
             agent.preset or "this agent")
 
 
+def window_trouble(plan: RunPlan, agent: AgentCommand, env: Mapping[str, str]) -> str:
+    """What reserve and pace cannot do with this agent (SPEC 18), for a run and `doctor`:
+    only a subscription's windows can be spared, and only some CLIs report them."""
+    cli = agent.cli
+    paid = cli.paid_by(env) if cli else None
+    if not plan.reserve and plan.pace == "off":
+        return ""
+    if cli is not None and not cli.windows:  # (a command rooda does not know may be claude inside)
+        return "reserve and pace do nothing: %s reports no subscription windows (%s do)" % (
+            cli.name, " and ".join(row.name for row in AGENT_CLIS if row.windows))
+    return "reserve and pace do nothing: %s is logged in with %s, an API key, which has no subscription" \
+        " windows" % (cli.name, paid[0]) if cli and paid and paid[0].endswith("API_KEY") else ""
+
+
 def schema_trouble(plan: RunPlan, agent: AgentCommand) -> str:
     """What `verdict: schema` cannot do with this agent (SPEC 21), for a run and `doctor`."""
     cli = agent.cli
@@ -6390,8 +6587,7 @@ def _closing_line(state: LoopState, plan: RunPlan) -> str:
         reason=state.reason, failures=state.consecutive_failures, cap=plan.max_iterations or 0,
         max_time=format_budget(plan.max_time or 0), max_cost=format_cost(plan.max_cost or 0),
         signal=signal_name(state.interrupted_by or signal.SIGINT), during=state.interrupted_during,
-        waiting="the provider to come back" if state.waiting_for == CAUSE_OUTAGE else
-        "a usage limit to reset")
+        waiting=WAITING_FOR.get(state.waiting_for or "", WAITING_FOR[CAUSE_LIMIT]))
     return words + usage_suffix(state.usage)
 
 
@@ -6437,8 +6633,9 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
     if bare:
         progress.warn("the prompt has a promise marker alone on a line (%s): an agent that echoes"
                       " its prompt would read as done; put the marker inside a sentence" % bare)
-    if max_cost_trouble(plan, agent):
-        progress.warn(max_cost_trouble(plan, agent))
+    for trouble in (max_cost_trouble(plan, agent), window_trouble(plan, agent, run.agent_env)):
+        if trouble:
+            progress.warn(trouble)
     untracked = untracked_files(run.gates.git, plan.repo, plan.log_dir) if plan.gates.commit and plan.repo \
         and not resumed else []
     if untracked:
@@ -6447,6 +6644,11 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
     if log is not None:
         log.warn = progress.warn
         log.session_start(plan, agent, state.started_wall, resumed)
+    # What runs here saw of the windows, while their reset lies ahead: iteration 1 is
+    # judged on it (SPEC 18), and `status` shows it.
+    run.note_windows(list(remembered_windows(plan.log_dir, time.time()).items()))
+    if state.windows:
+        progress.info("Subscription windows: %s (the last readings here)" % windows_words(state.windows))
     try:
         while run.before_iteration() and run.iteration():
             pass
@@ -7015,6 +7217,11 @@ def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan:
             plan.max_cost and "max_cost %s, and each iteration gets %s with what is left" % (
                 format_cost(plan.max_cost), agent.cli.budget_flag if agent.cli else "")))))
     env, cli = dict(os.environ, **agent.env), agent.cli
+    if plan is not None and (plan.reserve or plan.pace != "off"):
+        kept = ", ".join("%s %d%% kept" % (name, round(part * 100))
+                         for name, part in sorted(plan.reserve.items()))
+        report("warning", window_trouble(plan, agent, env)) if window_trouble(plan, agent, env) else report(
+            "ok", "windows: %s%s" % (kept or "no reserve", "; pace even" if plan.pace == "even" else ""))
     if cli is None:
         return
     in_repo = find_repository(cwd)[0] is not None
@@ -7243,8 +7450,7 @@ def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
     cap, state, pid = summary["max_iterations"], summary["state"], summary["pid"]
     number = "%s%s" % (summary["iteration"] or 1, "/%d" % cap if cap else "")
     until = parse_iso_time(summary["waiting_until"]) if summary["waiting_until"] else None
-    waiting_for = "the provider to come back" if summary["waiting_for"] == "outage" else \
-        "a usage limit to reset"
+    waiting_for = WAITING_FOR.get(summary["waiting_for"], WAITING_FOR[CAUSE_LIMIT])
     under_way = "iteration %s under way" % number if until is None else \
         "waiting for %s until %s (%s left); iteration %s runs again then" % (
             waiting_for, clock_words(until, now), format_duration(max(until - now, 0)), number)
@@ -7262,7 +7468,7 @@ def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
             ("state", states[state]), ("now", summary["activity"]),
             ("iteration", figures and " · ".join(figures) + " so far"), ("reason", summary["reason"]),
             ("last failure", summary["last_failure"] != summary["reason"] and summary["last_failure"]),
-            ("verify", verify_course(summary)),
+            ("verify", verify_course(summary)), ("windows", windows_words(summary["windows"])),
             ("iterations", "%d%s done: %s succeeded, %s failed%s" % (
                 summary["iterations"], "/%d" % cap if cap else "", summary["successes"], summary["failures"],
                 "".join(", %s %s" % (plural(summary[key], "attempt"), words) for key, words in (

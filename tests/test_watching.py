@@ -249,7 +249,8 @@ def test_the_readme_lists_the_status_json_fields(tmp_path):
     fields = set(rooda.summarize_session(str(path)))
     with open(os.path.join(ROOT, "README.md")) as stream:
         documented = stream.read().split("`--json` fields:")[1].split("No log directory")[0]
-    assert set(re.findall(r"`(\w+)`", documented)) - {"running", "stopped", "ended", "died", "outage"} == fields
+    assert set(re.findall(r"`(\w+)`", documented)) - {"running", "stopped", "ended", "died", "outage",
+                                                       "utilization", "resets_at", "threshold"} == fields
 
 
 # --- moved from the review round's edge cases: each went wrong once ---------------------
