@@ -484,7 +484,8 @@ def _display_path(path: str, cwd: str) -> str:
 
 class Record:
     """A small immutable record: its fields are the class's annotations (a base class's
-    first), and a field given a value in the class body has that default.
+    first), and a field given a value in the class body has that default. The first
+    fields may be given in order (a table's row: `Setting("delay", 0, _Number(0))`).
 
     The records of this module are classes like this one rather than dataclasses:
     importing dataclasses costs about 9 ms of start-up (it imports inspect), a quarter of
@@ -496,7 +497,8 @@ class Record:
         own = [name for name in cls.__dict__.get("__annotations__", {}) if name not in cls._fields]
         cls._fields = cls._fields + tuple(own)
 
-    def __init__(self, **values: object) -> None:
+    def __init__(self, *given: object, **values: object) -> None:
+        values.update(zip(self._fields, given))
         for name in self._fields:
             if name in values:
                 value = values.pop(name)
@@ -1565,7 +1567,7 @@ class AgentCLI(Record):
 # row's command and what it needs.
 AGENT_CLIS = (
     AgentCLI(
-        name="claude",
+        "claude",
         command="claude -p --dangerously-skip-permissions --output-format stream-json --verbose",
         stream_format="claude", stream_flags=(("--output-format", "stream-json"),),
         login="ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN), or run `claude` once and /login",
@@ -1598,7 +1600,7 @@ AGENT_CLIS = (
             (CAUSE_AUTH, r"OAuth token has expired", None),
             (CAUSE_AUTH, r"invalid x-api-key", None))),
     AgentCLI(
-        name="codex",
+        "codex",
         command="codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check"
                 " --color never --json -",
         stream_format="codex", stream_flags=(("--json", None),),
@@ -1617,7 +1619,7 @@ AGENT_CLIS = (
             (CAUSE_AUTH, r"unexpected status 401 Unauthorized", None),
             (CAUSE_AUTH, r"Incorrect API key provided", None))),
     AgentCLI(
-        name="gemini", command="gemini --yolo --skip-trust -o stream-json",
+        "gemini", command="gemini --yolo --skip-trust -o stream-json",
         stream_format="gemini", stream_flags=(("-o", "stream-json"), ("--output-format", "stream-json")),
         login="GEMINI_API_KEY (or GOOGLE_API_KEY / Vertex AI settings), or run `gemini` once to log in",
         credentials=(("GEMINI_API_KEY", "the API key's Google project"),
@@ -1634,7 +1636,7 @@ AGENT_CLIS = (
             (CAUSE_AUTH, r"API_KEY_INVALID", None)),
         auth_exit_codes=(41,)),  # "no usable auth"
     AgentCLI(
-        name="copilot",
+        "copilot",
         command="copilot --allow-all-tools --no-ask-user --no-auto-update -s --output-format json",
         stream_format="copilot", stream_flags=(("--output-format", "json"),),
         login="GH_TOKEN or GITHUB_TOKEN (COPILOT_PROVIDER_API_KEY with your own provider), or"
@@ -1646,7 +1648,7 @@ AGENT_CLIS = (
         pitfalls=(("error", lambda argv, env, repo: "-p" in argv or "--prompt" in argv,
                    "copilot ignores stdin when -p is given; drop -p"),)),
     AgentCLI(
-        name="cursor-agent", command="cursor-agent -p --force --trust --output-format text {prompt}",
+        "cursor-agent", command="cursor-agent -p --force --trust --output-format text {prompt}",
         login="CURSOR_API_KEY, or `cursor-agent login`",
         credentials=(("CURSOR_API_KEY", "the Cursor account"),),
         pitfalls=(("warning", lambda argv, env, repo: not env.get("CURSOR_API_KEY"),
@@ -1654,25 +1656,25 @@ AGENT_CLIS = (
                   ("warning", lambda argv, env, repo: "--trust" not in argv,
                    "cursor-agent refuses an untrusted folder with exit 0; add --trust"))),
     AgentCLI(
-        name="kiro-cli", command="kiro-cli chat --no-interactive --trust-all-tools", aliases=("kiro",),
+        "kiro-cli", command="kiro-cli chat --no-interactive --trust-all-tools", aliases=("kiro",),
         login="KIRO_API_KEY", credentials=(("KIRO_API_KEY", "the Kiro account"),),
         pitfalls=(("warning", lambda argv, env, repo: not env.get("KIRO_API_KEY"),
                    "kiro-cli runs headless only with KIRO_API_KEY (Pro plans)"),)),
     AgentCLI(
-        name="amp", command="amp --dangerously-allow-all -x",
+        "amp", command="amp --dangerously-allow-all -x",
         stream_format="claude", stream_flags=(("--stream-json", None),), login="AMP_API_KEY",
         credentials=(("AMP_API_KEY", "the Amp account"),),
         pitfalls=(("error", lambda argv, env, repo: not env.get("AMP_API_KEY"),
                    "amp without AMP_API_KEY waits forever for a login; set AMP_API_KEY"),)),
     AgentCLI(
-        name="opencode", command="opencode run --auto --format json",
+        "opencode", command="opencode run --auto --format json",
         stream_format="opencode", stream_flags=(("--format", "json"),),
         login="the provider's key, from `opencode auth login`",
         credentials=(("~/.local/share/opencode/auth.json", "the providers of `opencode auth login`"),),
         pitfalls=(("warning", lambda argv, env, repo: "--auto" not in argv,
                    "opencode without --auto rejects permission requests silently"),)),
     AgentCLI(
-        name="qwen", command="qwen --yolo -o stream-json",
+        "qwen", command="qwen --yolo -o stream-json",
         stream_format="claude", stream_flags=(("-o", "stream-json"), ("--output-format", "stream-json")),
         login="OPENAI_API_KEY (with OPENAI_BASE_URL), or `qwen` then /auth",
         credentials=(("OPENAI_API_KEY", "the OpenAI-compatible provider's API billing"),
@@ -1680,14 +1682,14 @@ AGENT_CLIS = (
         words=((CAUSE_AUTH, r"\[API Error: 401\b", None),
                (CAUSE_OUTAGE, r"\[API Error: (?:Connection error|5\d\d\b)", None))),
     AgentCLI(
-        name="goose", command="goose run --no-session -q -i -", env={"GOOSE_MODE": "auto"},
+        "goose", command="goose run --no-session -q -i -", env={"GOOSE_MODE": "auto"},
         login="the provider's API key, from `goose configure`",
         pitfalls=(("warning", lambda argv, env, repo: sys.platform.startswith("linux") and
                    not env.get("GOOSE_DISABLE_KEYRING") and not env.get("DBUS_SESSION_BUS_ADDRESS"),
                    "goose needs a keyring; on headless Linux set GOOSE_DISABLE_KEYRING=1 and the"
                    " provider's API key"),)),
     AgentCLI(
-        name="aider", command="aider --message-file {prompt_file} --yes-always --no-pretty --no-stream"
+        "aider", command="aider --message-file {prompt_file} --yes-always --no-pretty --no-stream"
                               " --no-check-update --no-analytics --no-show-model-warnings",
         login="OPENAI_API_KEY or ANTHROPIC_API_KEY (or the model's provider key)",
         credentials=(("OPENAI_API_KEY", "API billing (OpenAI)"),
@@ -1886,72 +1888,72 @@ class Setting(Record):
 
 _SECONDS = _Number(0, above=True, nullable=True, unit="seconds")
 SETTINGS = (
-    Setting(key="default_max_iterations", default=DEFAULT_MAX_ITERATIONS, check=_Number(1, whole=True),
+    Setting("default_max_iterations", DEFAULT_MAX_ITERATIONS, _Number(1, whole=True),
             procedure=True),
-    Setting(key="iteration_mode", default="max-iterations", check=_Choice("max-iterations", "unlimited"),
+    Setting("iteration_mode", "max-iterations", _Choice("max-iterations", "unlimited"),
             procedure=True),
-    Setting(key="failure_threshold", default=3, check=_Number(1, whole=True), procedure=True,
+    Setting("failure_threshold", 3, _Number(1, whole=True), procedure=True,
             flag="--failure-threshold", metavar="N", help="consecutive failures before aborting (default 3)"),
-    Setting(key="iteration_timeout", default=None, check=_SECONDS, procedure=True, flag="--timeout",
+    Setting("iteration_timeout", None, _SECONDS, procedure=True, flag="--timeout",
             help="wall-clock limit per iteration, seconds"),
-    Setting(key="idle_timeout", default=None, check=_SECONDS, procedure=True, flag="--idle-timeout",
+    Setting("idle_timeout", None, _SECONDS, procedure=True, flag="--idle-timeout",
             help="stop an iteration after S seconds without agent output"),
-    Setting(key="max_time", default=None, check=_SECONDS, procedure=True, flag="--max-time",
+    Setting("max_time", None, _SECONDS, procedure=True, flag="--max-time",
             help="time budget for the whole run, seconds"),
-    Setting(key="max_cost", default=None, check=_Number(0, above=True, nullable=True, unit="US dollars"),
+    Setting("max_cost", None, _Number(0, above=True, nullable=True, unit="US dollars"),
             procedure=True, flag="--max-cost", metavar="USD",
             help="cost budget for the whole run, from the agent's reported cost"),
-    Setting(key="delay", default=0, check=_Number(0, unit="seconds"), flag="--delay",
+    Setting("delay", 0, _Number(0, unit="seconds"), flag="--delay",
             help="pause between iterations (multiplied by backoff per failure)"),
-    Setting(key="backoff", default=1, check=_Number(1)),
-    Setting(key="kill_grace", default=5, check=_Number(0, unit="seconds")),
-    Setting(key="gate_timeout", default=600, check=_Number(0, above=True, unit="seconds")),
-    Setting(key="ai_cmd", default=None, check=_v_command, procedure=True, flag="--ai-cmd", metavar="CMD",
+    Setting("backoff", 1, _Number(1)),
+    Setting("kill_grace", 5, _Number(0, unit="seconds")),
+    Setting("gate_timeout", 600, _Number(0, above=True, unit="seconds")),
+    Setting("ai_cmd", None, _v_command, procedure=True, flag="--ai-cmd", metavar="CMD",
             help="the agent command (split like a shell would, never run by one)"),
-    Setting(key="ai_cmd_alias", default=None, check=_v_optional(_v_str), procedure=True,
+    Setting("ai_cmd_alias", None, _v_optional(_v_str), procedure=True,
             flag="--ai-cmd-alias", metavar="NAME",
             help="a named agent preset (claude, codex, gemini, copilot, ...)"),
-    Setting(key="ai_format", default=None, check=_Choice(*AGENT_FORMATS, nullable=True), procedure=True,
+    Setting("ai_format", None, _Choice(*AGENT_FORMATS, nullable=True), procedure=True,
             flag="--ai-format", metavar="NAME",
             help="how to read the agent's output: " + ", ".join(AGENT_FORMATS)),
-    Setting(key="env", default={}, check=_v_env, procedure=True, scalar=False),
-    Setting(key="show_ai_output", default=False, check=_v_bool),
-    Setting(key="feedback", default=True, check=_v_bool),
-    Setting(key="log_dir", default="logs", check=_v_str),
-    Setting(key="max_output_buffer", default=65536, check=_Number(MIN_OUTPUT_BUFFER, whole=True),
+    Setting("env", {}, _v_env, procedure=True, scalar=False),
+    Setting("show_ai_output", False, _v_bool),
+    Setting("feedback", True, _v_bool),
+    Setting("log_dir", "logs", _v_str),
+    Setting("max_output_buffer", 65536, _Number(MIN_OUTPUT_BUFFER, whole=True),
             procedure=True),
-    Setting(key="log_level", default="info", check=_Choice(*LOG_LEVELS),
+    Setting("log_level", "info", _Choice(*LOG_LEVELS),
             flag="--log-level", metavar="LEVEL",
             help="the Go rooda's flag: debug = --verbose, warn/error = --quiet"),
-    Setting(key="log_timestamp_format", default="time", check=_v_str),
-    Setting(key="signals", default={"success": ["<promise>SUCCESS</promise>"],
+    Setting("log_timestamp_format", "time", _v_str),
+    Setting("signals", {"success": ["<promise>SUCCESS</promise>"],
                                     "failure": ["<promise>FAILURE</promise>"]}, scalar=False,
             check=_v_mapping("{success: [...], failure: [...]}",
                              {"success": _v_strings, "failure": _v_strings})),
-    Setting(key="on_limit", default="wait", check=_Choice("wait", "stop")),
-    Setting(key="limit_wait", default=43200, check=_Number(0, above=True, unit="seconds")),
-    Setting(key="heartbeat", default=300, check=_Number(0, unit="seconds")),
-    Setting(key="outage_wait", default=3600, check=_Number(0, unit="seconds")),
-    Setting(key="on_failure_signal", default="retry", check=_Choice("retry", "stop"), procedure=True),
-    Setting(key="keep_awake", default=True, check=_v_bool),
-    Setting(key="notify", default=None, check=_v_command),
-    Setting(key="notify_on", default=["session_end"], scalar=False, check=_v_list(
+    Setting("on_limit", "wait", _Choice("wait", "stop")),
+    Setting("limit_wait", 43200, _Number(0, above=True, unit="seconds")),
+    Setting("heartbeat", 300, _Number(0, unit="seconds")),
+    Setting("outage_wait", 3600, _Number(0, unit="seconds")),
+    Setting("on_failure_signal", "retry", _Choice("retry", "stop"), procedure=True),
+    Setting("keep_awake", True, _v_bool),
+    Setting("notify", None, _v_command),
+    Setting("notify_on", ["session_end"], scalar=False, check=_v_list(
         _Choice("session_end", "iteration_end", "wait"))),
-    Setting(key="verify", default=None, check=_v_command, procedure=True, flag="--verify", metavar="CMD",
+    Setting("verify", None, _v_command, procedure=True, flag="--verify", metavar="CMD",
             help="quality gate after each iteration (sh -c); a failure rejects the agent's SUCCESS claim"),
-    Setting(key="verdict", default="markers", check=_Choice("markers", "schema"), procedure=True),
-    Setting(key="reserve", default={}, scalar=False, check=_v_mapping(
+    Setting("verdict", "markers", _Choice("markers", "schema"), procedure=True),
+    Setting("reserve", {}, scalar=False, check=_v_mapping(
         "{seven_day: 0.3}", dict.fromkeys(WINDOWS, _v_fraction))),
-    Setting(key="pace", default="off", check=_Choice("off", "even"), flag="--pace", metavar="off|even",
+    Setting("pace", "off", _Choice("off", "even"), flag="--pace", metavar="off|even",
             help="even: spend each subscription window no faster than it elapses"),
-    Setting(key="verify_baseline", default=True, check=_v_bool, procedure=True, flag="--no-verify-baseline",
+    Setting("verify_baseline", True, _v_bool, procedure=True, flag="--no-verify-baseline",
             help="skip verify's run before iteration 1 (it says what the agent starts from)"),
-    Setting(key="done_when", default=None, check=_v_command, procedure=True, flag="--done-when",
+    Setting("done_when", None, _v_command, procedure=True, flag="--done-when",
             metavar="CMD", help="queue check before each iteration: exit 0 stops (nothing left)"),
-    Setting(key="stuck", default=None, scalar=False, procedure=True, check=_v_optional(_v_mapping(
+    Setting("stuck", None, scalar=False, procedure=True, check=_v_optional(_v_mapping(
         "{same_error: 3, no_change: 2}",
         {"same_error": _Number(1, whole=True), "no_change": _Number(1, whole=True)}))),
-    Setting(key="git", default=None, scalar=False, procedure=True, check=_v_optional(_v_mapping(
+    Setting("git", None, scalar=False, procedure=True, check=_v_optional(_v_mapping(
         "{commit: true, push: false, message: '...'}",
         {"commit": _v_bool, "push": _v_bool, "message": _v_message}))),
 )
@@ -4473,26 +4475,26 @@ def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bo
         elif cause is None and (status is not None and 500 <= status <= 599 or word == CAUSE_OUTAGE):
             cause = CAUSE_OUTAGE
         if cause == CAUSE_LIMIT:
-            return ProviderTrouble(kind=cause, message=message, limit=limit_kind or kind or "rate limit",
+            return ProviderTrouble(cause, message, limit=limit_kind or kind or "rate limit",
                                    resets_at=resets or parse_reset_time(message, now))
         if cause is not None:
-            return ProviderTrouble(kind=cause, message=message)
+            return ProviderTrouble(cause, message)
     elif report.limit is not None:
-        return ProviderTrouble(kind=CAUSE_LIMIT, limit=limit_kind, resets_at=resets,
+        return ProviderTrouble(CAUSE_LIMIT, limit=limit_kind, resets_at=resets,
                                message=said or "the provider refused the request (%s limit)" % limit_kind)
     elif report.cut_short and report.notice:  # its last retry is what the CLI said of its end
         cause, kind, _ = provider_words(report.notice, _CLI_WORDS)
         if cause is not None:
-            return ProviderTrouble(kind=cause, message=report.notice, limit=kind)
+            return ProviderTrouble(cause, report.notice, limit=kind)
     if success_said:
         return None
     text = report.own_text.decode("utf-8", "replace")
     if preset in PRESETS and exit_code in PRESETS[preset].auth_exit_codes:
-        return ProviderTrouble(kind=CAUSE_AUTH, message=telling_line(text) or "exit %d" % exit_code)
+        return ProviderTrouble(CAUSE_AUTH, telling_line(text) or "exit %d" % exit_code)
     cause, kind, line = provider_words(text, _CLI_WORDS)
     if cause is None:
         return None
-    return ProviderTrouble(kind=cause, message=line, limit=kind,
+    return ProviderTrouble(cause, line, limit=kind,
                            resets_at=parse_reset_time(text, now) if cause == CAUSE_LIMIT else None)
 
 
@@ -4533,39 +4535,33 @@ class Stop(Record):
 
 
 STOPS = {
-    STOP_SUCCESS: Stop(status=STATUS_COMPLETED, exit_code=0, level="info",
-                       words="Completed: agent signalled SUCCESS ({done}, total: {total})"),
-    STOP_CAP: Stop(status=STATUS_COMPLETED, exit_code=0, level="info",
-                   words="Reached max iterations: {cap} (total: {total})"),
-    STOP_TIME: Stop(status=STATUS_COMPLETED, exit_code=0, level="info",
-                    words="Completed: time budget of {max_time} reached ({done}, total: {total})"),
-    STOP_COST: Stop(status=STATUS_COMPLETED, exit_code=0, level="info",
-                    words="Completed: cost budget of {max_cost} reached ({done}, total: {total})"),
-    STOP_DONE_WHEN: Stop(status=STATUS_COMPLETED, exit_code=0, level="info",
-                         words="Completed: done_when reports nothing left to do ({done}, total: {total})"),
-    STOP_ABORTED: Stop(status=STATUS_ABORTED, exit_code=1, words="Aborting after {failures} consecutive"
-                       " failures ({done} completed, total: {total})"),
-    STOP_HELP: Stop(status=STATUS_ABORTED, exit_code=1,
-                    words="The agent asked for help ({done} completed, total: {total})"),
-    STOP_STUCK: Stop(status=STATUS_STUCK, exit_code=3,
-                     words="Stuck: {reason} ({done} completed, total: {total})"),
-    STOP_LIMITED: Stop(status=STATUS_LIMITED, exit_code=4, resumable=True,
-                       words="Stopped at a {reason} ({done} completed, total: {total})"),
-    STOP_UNAVAILABLE: Stop(status=STATUS_UNAVAILABLE, exit_code=4, resumable=True,
-                           words="Stopped: {reason} ({done} completed, total: {total})"),
-    STOP_HELD: Stop(status=STATUS_LIMITED, exit_code=4, resumable=True,
-                    words="Stopped: {reason} ({done} completed, total: {total})"),
-    STOP_ERROR: Stop(status=STATUS_ERROR, exit_code=2, words="{reason}"),
-    STOP_ACCOUNT: Stop(status=STATUS_ERROR, exit_code=2, words="{reason}", resumable=True),
-    STOP_INTERRUPTED: Stop(status=STATUS_INTERRUPTED, exit_code=None, level="always", resumable=True,
-                           words="Interrupted by {signal} during iteration {during} ({done} completed,"
-                           " total: {total})"),
-    STOP_INTERRUPTED_BETWEEN: Stop(status=STATUS_INTERRUPTED, exit_code=None, level="always", resumable=True,
-                                   words="Interrupted by {signal} between iterations ({done} completed,"
-                                   " total: {total})"),
-    STOP_INTERRUPTED_WAITING: Stop(status=STATUS_INTERRUPTED, exit_code=None, level="always", resumable=True,
-                                   words="Interrupted by {signal} while waiting for {waiting} ({done}"
-                                   " completed, total: {total})"),
+    STOP_SUCCESS: Stop(STATUS_COMPLETED, 0, "Completed: agent signalled SUCCESS ({done}, total: {total})",
+                       "info"),
+    STOP_CAP: Stop(STATUS_COMPLETED, 0, "Reached max iterations: {cap} (total: {total})", "info"),
+    STOP_TIME: Stop(STATUS_COMPLETED, 0, "Completed: time budget of {max_time} reached ({done}, total:"
+                    " {total})", "info"),
+    STOP_COST: Stop(STATUS_COMPLETED, 0, "Completed: cost budget of {max_cost} reached ({done}, total:"
+                    " {total})", "info"),
+    STOP_DONE_WHEN: Stop(STATUS_COMPLETED, 0, "Completed: done_when reports nothing left to do ({done},"
+                         " total: {total})", "info"),
+    STOP_ABORTED: Stop(STATUS_ABORTED, 1, "Aborting after {failures} consecutive failures ({done} completed,"
+                       " total: {total})"),
+    STOP_HELP: Stop(STATUS_ABORTED, 1, "The agent asked for help ({done} completed, total: {total})"),
+    STOP_STUCK: Stop(STATUS_STUCK, 3, "Stuck: {reason} ({done} completed, total: {total})"),
+    STOP_LIMITED: Stop(STATUS_LIMITED, 4, "Stopped at a {reason} ({done} completed, total: {total})",
+                       resumable=True),
+    STOP_UNAVAILABLE: Stop(STATUS_UNAVAILABLE, 4, "Stopped: {reason} ({done} completed, total: {total})",
+                           resumable=True),
+    STOP_HELD: Stop(STATUS_LIMITED, 4, "Stopped: {reason} ({done} completed, total: {total})",
+                    resumable=True),
+    STOP_ERROR: Stop(STATUS_ERROR, 2, "{reason}"),
+    STOP_ACCOUNT: Stop(STATUS_ERROR, 2, "{reason}", resumable=True),
+    STOP_INTERRUPTED: Stop(STATUS_INTERRUPTED, None, "Interrupted by {signal} during iteration {during}"
+                           " ({done} completed, total: {total})", "always", True),
+    STOP_INTERRUPTED_BETWEEN: Stop(STATUS_INTERRUPTED, None, "Interrupted by {signal} between iterations"
+                                   " ({done} completed, total: {total})", "always", True),
+    STOP_INTERRUPTED_WAITING: Stop(STATUS_INTERRUPTED, None, "Interrupted by {signal} while waiting for"
+                                   " {waiting} ({done} completed, total: {total})", "always", True),
 }
 
 
@@ -4652,7 +4648,7 @@ def window_hold(windows: Mapping[str, tuple], plan: RunPlan, now: float) -> Opti
             continue
         kept, length = plan.reserve.get(name, 0), WINDOWS[name][1]
         if kept and used >= 1 - kept:
-            return ProviderTrouble(kind=CAUSE_LIMIT, limit=HOLD_RESERVE, resets_at=resets, message=(
+            return ProviderTrouble(CAUSE_LIMIT, limit=HOLD_RESERVE, resets_at=resets, message=(
                 "reserve reached: %s %d%% used, %d%% kept" % (name, round(used * 100), round(kept * 100))))
         elapsed = min(max(1 - (resets - now) / length, 0), 1)
         if plan.pace == "even" and used > (1 - kept) * elapsed:
