@@ -1927,7 +1927,7 @@ SETTINGS = (
             help="the Go rooda's flag: debug = --verbose, warn/error = --quiet"),
     Setting("log_timestamp_format", "time", _v_str),
     Setting("signals", {"success": ["<promise>SUCCESS</promise>"],
-                                    "failure": ["<promise>FAILURE</promise>"]}, scalar=False,
+                        "failure": ["<promise>FAILURE</promise>"]}, scalar=False,
             check=_v_mapping("{success: [...], failure: [...]}",
                              {"success": _v_strings, "failure": _v_strings})),
     Setting("on_limit", "wait", _Choice("wait", "stop")),
