@@ -1690,7 +1690,7 @@ AGENT_CLIS = (
                    " provider's API key"),)),
     AgentCLI(
         "aider", command="aider --message-file {prompt_file} --yes-always --no-pretty --no-stream"
-                              " --no-check-update --no-analytics --no-show-model-warnings",
+                         " --no-check-update --no-analytics --no-show-model-warnings",
         login="OPENAI_API_KEY or ANTHROPIC_API_KEY (or the model's provider key)",
         credentials=(("OPENAI_API_KEY", "API billing (OpenAI)"),
                      ("ANTHROPIC_API_KEY", "API billing (Anthropic)")),
