@@ -7444,12 +7444,15 @@ def command_vendor(options: Any, directory: str) -> int:
 def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
     """The summary for a person."""
     cap, state, pid = summary["max_iterations"], summary["state"], summary["pid"]
-    number = "%s%s" % (summary["iteration"] or 1, "/%d" % cap if cap else "")
+    held = summary["waiting_for"] in (HOLD_RESERVE, HOLD_PACE)  # (before the next iteration)
+    number = "%s%s" % ((summary["iterations"] or 0) + 1 if held else summary["iteration"] or 1,
+                       "/%d" % cap if cap else "")
     until = parse_iso_time(summary["waiting_until"]) if summary["waiting_until"] else None
     waiting_for = WAITING_FOR.get(summary["waiting_for"], WAITING_FOR[CAUSE_LIMIT])
     under_way = "iteration %s under way" % number if until is None else \
-        "waiting for %s until %s (%s left); iteration %s runs again then" % (
-            waiting_for, clock_words(until, now), format_duration(max(until - now, 0)), number)
+        "waiting for %s until %s (%s left); iteration %s %s then" % (
+            waiting_for, clock_words(until, now), format_duration(max(until - now, 0)), number,
+            "starts" if held else "runs again")
     moment = parse_iso_time(summary["last_event_time"]) or now
     states = {RUN_RUNNING: "running (pid %s), %s" % (pid, under_way),
               RUN_STOPPED: "stopped (pid %s, Ctrl+Z: `fg` in its terminal goes on), %s" % (pid, under_way),

@@ -12,8 +12,8 @@ import time
 import pytest
 
 import rooda
-from conftest import (STREAMS, OK_RESULT, ends, events_line, fake_cli, progress_lines, run_main, run_rooda, say,
-                      session_events, status, status_json, write_config)
+from conftest import (STREAMS, OK_RESULT, await_event, ends, events_line, fake_cli, interrupt, progress_lines,
+                      run_main, say, session_events, start_rooda, status, status_json, write_config)
 
 HOUR, DAY = 3600, 86400
 # The recording's own resets: the 5-hour window's and the weekly one's (agent-streams/README).
@@ -277,3 +277,21 @@ def test_the_status_line_shows_the_windows_while_the_agent_works():
         "windows": [("five_hour", (0.46, None, None, None)), ("seven_day", (0.81, None, None, None))]})()
     line, heartbeat = rooda.Activity("agent", reader=reader, label="2/5").lines()
     assert "iteration 2/5 · " in line and "5h 46% · 7d 81%" in line and "5h 46% · 7d 81%" in heartbeat
+
+
+def test_status_during_a_reserve_hold_names_the_iteration_it_holds_back(workspace, agent, tmp_path):
+    # A subprocess held before iteration 2 (its reading remembered, the reserve reached
+    # after iteration 1's own reading): `status` from another process says what it waits
+    # for and which iteration starts then; Ctrl+C ends the wait at once.
+    logs = tmp_path / "logs"
+    write_config(workspace, {"loop": {"reserve": {"five_hour": 0.5}}})
+    agent.script(claude_windows(0.6, 0.2, 2 * HOUR, DAY))
+    proc = start_rooda(agent, "-n", "3", "--ai-format", "claude", "--log-dir", logs, "--no-verify-baseline",
+                       cwd=workspace)
+    await_event(logs, "limit", timeout=30)
+    said = status(logs)[1]
+    assert "waiting for a window to reset (reserve) until " in said and "iteration 2/3 starts then" in said
+    assert "windows     5h 60% · 7d 20%" in said
+    took, err = interrupt(proc)
+    assert proc.returncode == -2 and agent.calls == 1  # (rooda dies of the signal, SPEC 5)
+    assert "Interrupted by SIGINT while waiting for a window to reset (reserve) (1 iteration completed" in err
