@@ -93,6 +93,7 @@ COMMAND_WORDS = {
     "doctor": (0, 1, "doctor [<procedure>]"),
     "status": (0, 1, "status [SESSION] [--all] [--json] [--log-dir DIR]"),
     "resume": (0, 1, "resume [SESSION] [options]"),
+    "report": (0, 1000, "report [SESSION...] [--all] [--since D] [--json | --html FILE] [--log-dir DIR]"),
     "vendor": (1, 1, "vendor <dir> [--force]"),
 }
 RESERVED_WORDS = tuple(COMMAND_WORDS) + ("help", "version")  # no procedure may take their names
@@ -102,6 +103,9 @@ SUCCESS, COMPLETED, FAILURE, TIMEOUT, REJECTED = "success", "completed", "failur
 LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED = "limited", "unavailable", "interrupted"
 # Outcomes that count as a failure towards the threshold and get `, consecutive: x/y`.
 FAILING_OUTCOMES = (FAILURE, TIMEOUT, REJECTED)
+# How an outcome is painted: on a terminal (SGR), on the report's page (SPEC 19); red else.
+OUTCOME_COLORS = {SUCCESS: ("32", "#43a047"), COMPLETED: ("32", "#1b5e20"), LIMITED: ("33", "#f9a825"),
+                  UNAVAILABLE: ("33", "#ef6c00"), OUTCOME_INTERRUPTED: ("90", "#9e9e9e")}
 # Why an iteration did not succeed (SPEC 15), in the order in which the first that
 # applies is its cause: the provider's part first (auth and billing stop the run, a limit
 # or an outage is waited out), then the iteration's own.
@@ -5062,10 +5066,12 @@ def _live_activity(files: SessionFiles, now: float) -> Dict[str, Any]:
     return found
 
 
-def summarize_session(path: str, now: Optional[float] = None, whole: bool = True) -> Dict[str, Any]:
+def summarize_session(path: str, now: Optional[float] = None, whole: bool = True,
+                      events: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
     """One session's state from its .jsonl (and live activity file): running, stopped,
-    ended or died, how far, why it ended, what it cost. A line that does not parse or
-    has not the shape rooda writes is skipped and counted, never a traceback."""
+    ended or died, how far, why it ended, what it cost; each event that parsed appended
+    to `events`. A line that does not parse or has not the shape rooda writes is skipped
+    and counted, never a traceback."""
     now = time.time() if now is None else now
     files = SessionFiles.of(path) or SessionFiles(*os.path.split(path))
     summary: Dict[str, Any] = {
@@ -5096,6 +5102,8 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
             summary["skipped_lines"] += 1
             continue
         summary["last_event"], summary["last_event_time"], last_at = name, event["time"], moment
+        if events is not None:
+            events.append(dict(event, at=moment))
         summary["waiting_until"], summary["waiting_for"] = until, event.get("kind") if until else None
         if name == "session_start":
             cap, argv, cwd = event.get("max_iterations"), event.get("argv"), event.get("cwd")
@@ -5172,6 +5180,62 @@ def verify_course(summary: Mapping[str, Any]) -> str:
         ("baseline", " before"), ("last_verify", last)) if summary[key])
 
 
+def session_report(path: str, now: float) -> Dict[str, Any]:
+    """A session as `report` tells it (SPEC 19): its summary, and from its events each
+    attempt (number, start, duration, outcome, cause and reason, cost, commit), what it
+    waited for and how long, the windows' readings, and what to run next."""
+    events: List[Dict[str, Any]] = []
+    summary = summarize_session(path, now, events=events)
+    attempts: List[Dict[str, Any]] = []
+    done: Dict[object, Dict[str, Any]] = {}  # a commit, by its iteration (it comes before the end)
+    waits, readings, commits = [], [], []
+    for event, after in zip(events, events[1:] + [{"at": now}]):
+        name, number = event["event"], event.get("iteration")
+        if name == "iteration_end" and isinstance(number, int):
+            usage = _mapping(event.get("usage"))
+            seconds = _number(event.get("seconds")) or 0.0
+            attempts.append({
+                "iteration": number, "started": iso_time(event["at"] - seconds),
+                "seconds": seconds, "outcome": str(event.get("outcome")), "cause": event.get("cause"),
+                "reason": event.get("reason"), "cost_usd": _number(usage.get("cost_usd")),
+                "tokens": total_tokens(usage), "commit": done.pop(number, None)})
+        elif name == "commit":
+            done[number] = {"hash": str(event.get("hash")), "subject": _one_line(str(event.get("message") or "")),
+                            "files": event.get("files")}
+            commits.append(done[number])
+        elif name == "limit":  # (as long as it lasted: a signal may have cut it short)
+            waits.append({"kind": event.get("kind") if event.get("kind") in ("outage", HOLD_RESERVE, HOLD_PACE)
+                          else "limit", "started": event["time"], "seconds": round(max(min(_number(
+                              event.get("wait_seconds")) or 0, after["at"] - event["at"]), 0), 3)})
+        elif name == "window" and event.get("window") in WINDOWS and _number(event.get("utilization")) is not None:
+            readings.append({key: event.get(key) for key in ("time", "window", "utilization")})
+    files = SessionFiles.of(path)
+    waited: Dict[str, float] = {}
+    for wait in waits:
+        waited[wait["kind"]] = waited.get(wait["kind"], 0) + wait["seconds"]
+    return dict({key: summary[key] for key in (
+        "session", "procedure", "cwd", "started", "state", "status", "exit_code", "reason", "resumable",
+        "usage", "baseline", "last_verify", "skipped_lines")},
+        ended=events[-1]["time"] if events else None, log=files.log if files else None,
+        outcomes=dict(collections.Counter(attempt["outcome"] for attempt in attempts)),
+        causes=dict(collections.Counter(attempt["cause"] for attempt in attempts if attempt["cause"])),
+        worked_seconds=round(sum(attempt["seconds"] for attempt in attempts), 3), waited_seconds=waited,
+        windows={name: {"first": [r for r in readings if r["window"] == name][0]["utilization"],
+                        "last": summary["windows"][name]["utilization"]} for name in summary["windows"]},
+        attempts=attempts, waits=waits, readings=readings, commits=commits,
+        next="resume %s" % files.base if files and summary["resumable"] and summary["state"] != RUN_RUNNING
+        else None)
+
+
+def session_started(path: str) -> float:
+    """When a session began: the time of its first line (0 when it cannot be read)."""
+    try:
+        with open(path, "rb") as stream:
+            return parse_iso_time(_mapping(json.loads(stream.readline())).get("time")) or 0.0
+    except (OSError, ValueError, RecursionError):
+        return 0.0
+
+
 def find_sessions(directory: str, shown: str, named: Optional[str] = None) -> List[str]:
     """The .jsonl of the session named -- a path to one of its files, a file name, or its
     stamp (`20261124-120000`, a `-2` suffix included) -- or else every session of
@@ -5186,19 +5250,13 @@ def find_sessions(directory: str, shown: str, named: Optional[str] = None) -> Li
     if not os.path.isdir(directory):
         raise RoodaError("no log directory at %s (no run has written logs there; --log-dir DIR names"
                          " another)" % shown)
-
-    def started(path: str) -> Tuple[float, str]:
-        try:
-            with open(path, "rb") as stream:
-                return parse_iso_time(_mapping(json.loads(stream.readline())).get("time")) or 0.0, path
-        except (OSError, ValueError, RecursionError):
-            return 0.0, path
     try:
         sessions = [os.path.join(directory, name) for name in os.listdir(directory)]
     except OSError as exc:
         raise RoodaError("cannot read the log directory %s: %s" % (shown, exc.strerror)) from None
     sessions = sorted((path for path in sessions if path.endswith(".jsonl") and os.path.isfile(path)
-                       and getattr(SessionFiles.of(path), "jsonl", None) == path), key=started, reverse=True)
+                       and getattr(SessionFiles.of(path), "jsonl", None) == path),
+                      key=lambda path: (session_started(path), path), reverse=True)
     if not sessions:
         raise RoodaError("no session logs in %s" % shown)
     return sessions
@@ -5976,8 +6034,7 @@ class Progress:
         self.always(self._paint("ERROR:", "31") + " " + message)
 
     def outcome(self, outcome: str) -> str:
-        code = {SUCCESS: "32", COMPLETED: "32", LIMITED: "33", UNAVAILABLE: "33"}.get(outcome, "31")
-        return self._paint(outcome, code)
+        return self._paint(outcome, OUTCOME_COLORS.get(outcome, ("31",))[0])
 
     # -- the activity under way -------------------------------------------------------------
 
@@ -6772,8 +6829,11 @@ def build_parser() -> Any:
                       type=typed("--color", _Choice("auto", "always", "never").parse),
                       help="auto (default), always or never")
     other = parser.add_argument_group("options of the other commands")
-    other.add_argument("--json", action="store_true", help="config, status: print JSON")
-    other.add_argument("--all", action="store_true", help="status: every session, newest first")
+    other.add_argument("--json", action="store_true", help="config, status, report: print JSON")
+    other.add_argument("--all", action="store_true", help="status, report: every session, newest first")
+    other.add_argument("--since", metavar="WHEN", type=_parse_since,
+                       help="report: the sessions started since 12h, 2d, 90m or 2026-11-27T20:00")
+    other.add_argument("--html", metavar="FILE", help="report: one page with charts, to FILE (- for stdout)")
     other.add_argument("--force", action="store_true",
                        help="vendor: replace edited files (each kept as <file>.orig)")
     other.add_argument("-h", "--help", action="store_true", help="show this help")
@@ -6782,9 +6842,10 @@ def build_parser() -> Any:
 
 
 # Options that belong to some commands only, and the commands that take only a few.
-COMMAND_OPTIONS = {"json": ("config", "status"), "all": ("status",), "force": ("vendor",)}
+COMMAND_OPTIONS = {"json": ("config", "status", "report"), "all": ("status", "report"), "force": ("vendor",),
+                   "since": ("report",), "html": ("report",)}
 OWN_OPTIONS = {"status": ("--all", "--json", "--log-dir", "--config"), "list": ("--config",),
-               "vendor": ("--force",)}
+               "vendor": ("--force",), "report": ("--all", "--since", "--json", "--html", "--log-dir", "--config")}
 
 
 def parse_args(argv: Sequence[str]) -> Any:
@@ -7485,17 +7546,19 @@ def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
 
 def _status_row(summary: Dict[str, Any]) -> str:
     """One line of `status --all`: start, procedure, iterations, status, duration, cost,
-    and why it ended (else the last failure's reason); `?` for what the tail did not hold."""
+    why it ended (else the last failure's reason), and where it ran (many loops may
+    share a log directory, SPEC 19); `?` for what the tail did not hold."""
     started = parse_iso_time(summary["started"]) if summary["started"] else None
     cap = summary["max_iterations"]
     cost = (summary["usage"] or {}).get("cost_usd")
-    return "%s  %-12s  %7s  %-11s  %9s  %6s  %s" % (
+    return "%s  %-12s  %7s  %-11s  %9s  %6s  %s%s" % (
         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "?" * 19,
         clean(str(summary["procedure"])), "%d%s" % (summary["iterations"], "/%d" % cap if cap else ""),
         summary["status"] if summary["state"] == RUN_ENDED else summary["state"],
         format_duration(summary["elapsed_seconds"] or 0), format_cost(cost) if cost is not None
         else "?" if summary["successes"] is None else "-", _one_line(summary["reason"] or (
-            "last failure: " + summary["last_failure"] if summary["last_failure"] else ""), 100))
+            "last failure: " + summary["last_failure"] if summary["last_failure"] else ""), 100),
+        "  in " + clean(summary["cwd"]) if summary["cwd"] else "")
 
 
 def _sessions(options: Any) -> Tuple[str, List[str]]:
@@ -7527,6 +7590,213 @@ def command_status(options: Any) -> int:
         write_stdout("".join(_status_row(summary) + "\n" for summary in summaries) if options.all else
                      _status_text(summaries[0], os.getcwd(), now))
     return 0 if summaries else 1
+
+
+def _parse_since(text: str) -> float:
+    """--since: an age (12h, 2d, 90m, 30s) or a local time (2026-11-27T20:00), as an epoch."""
+    age = re.match(r"(\d+(?:\.\d+)?)([smhd])$", text)
+    if age:
+        return time.time() - float(age.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[age.group(2)]
+    for form in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
+        with _suppress(ValueError, OverflowError):
+            return time.mktime(time.strptime(text, form))
+    raise UsageError("--since must be an age (12h, 2d, 90m) or a time (2026-11-27T20:00), not '%s'" % text)
+
+
+def _report_rows(report: Dict[str, Any], cwd: str) -> List[Tuple[str, str]]:
+    """A session's report as (label, words) rows: the text's and the page's table."""
+    usage, waited, attempts = report["usage"] or {}, report["waited_seconds"], report["attempts"]
+    started, ended = (parse_iso_time(report[key]) for key in ("started", "ended"))
+    counted = ", ".join("%d %s" % (count, name) for name, count in sorted(report["outcomes"].items()))
+    causes = ", ".join("%s %d" % item for item in sorted(report["causes"].items()))
+    return [(label, clean(words)) for label, words in (
+        ("session", _display_path(report["session"], cwd)),
+        ("procedure", "%s in %s" % (report["procedure"], report["cwd"])),
+        ("when", "%s → %s (%s)" % (local_time(started), local_time(ended)[11:], format_duration(
+            (ended or 0) - (started or 0))) if started and ended else ""),
+        ("status", "%s: %s" % ("%s, exit %s" % (report["status"], report["exit_code"])
+                               if report["state"] == RUN_ENDED else report["state"], report["reason"])),
+        ("iterations", "%s%s%s" % (plural(len(attempts), "attempt"), ": " + counted if counted else "",
+                                            "; causes: " + causes if causes else "")),
+        ("time", "worked %s · waited %s%s" % (format_duration(report["worked_seconds"]), format_duration(
+            sum(waited.values())), " (%s)" % ", ".join("%s %s" % (kind, format_duration(seconds))
+                                                       for kind, seconds in sorted(waited.items())) if waited
+            else "")),
+        ("usage", " · ".join(describe_usage(usage, usage.get("tool_calls")))),
+        ("verify", verify_course(report)),
+        ("windows", " · ".join("%s %d%% → %d%%" % (WINDOWS[name][0], round(seen["first"] * 100), round(
+            seen["last"] * 100)) for name, seen in sorted(report["windows"].items()))),
+        ("commits", "%d" % len(report["commits"]) if report["commits"] else ""),
+        ("next", "python3 %s %s" % (_display_path(os.path.join(ROODA_DIR, "rooda.py"), cwd), report["next"])
+         if report["next"] else ""),
+        ("details", _display_path(report["log"], cwd) if report["log"] else ""),
+        ("skipped", "%s that did not parse" % plural(report["skipped_lines"], "line")
+         if report["skipped_lines"] else "")) if words]
+
+
+def _attempt_row(attempt: Dict[str, Any]) -> List[str]:
+    """An attempt's cells: number, start, duration, outcome, cost, and its reason or commit."""
+    done = attempt["commit"]
+    return ["%d" % attempt["iteration"], time.strftime("%H:%M:%S", time.localtime(
+        parse_iso_time(attempt["started"]) or 0)), format_duration(attempt["seconds"]), attempt["outcome"],
+        format_cost(attempt["cost_usd"]) if attempt["cost_usd"] is not None else "-",
+        clean(attempt["reason"] or ("%s %s" % (done["hash"][:7], done["subject"]) if done else ""))]
+
+
+def report_text(reports: List[Dict[str, Any]], cwd: str, columns: Optional[int], color: bool) -> str:
+    """The morning report for a person: each session's rows, one line per attempt,
+    its commits; a total over several. Fitted to `columns` (a terminal's), painted there."""
+    out: List[str] = []
+    for report in reports:
+        out += ["%-10s  %s" % row for row in _report_rows(report, cwd)] + [""]
+        for attempt in report["attempts"]:
+            cells = _attempt_row(attempt)
+            painted = "\033[%sm%-10s\033[0m" % (OUTCOME_COLORS.get(cells[3], ("31",))[0], cells[3]) \
+                if color else "%-10s" % cells[3]
+            out.append("%5s  %s  %9s  %s  %7s  %s" % tuple(cells[:3] + [painted] + cells[4:]))
+        out += ["  commit %s %s (%s)" % (done["hash"][:7], done["subject"], plural(done["files"] or 0, "file"))
+                for done in report["commits"]] + [""]
+    if len(reports) > 1:
+        attempts = [attempt for report in reports for attempt in report["attempts"]]
+        out.append("%d sessions · %d attempts (%d succeeded, %d failed) · worked %s · waited %s · %s · %d"
+                   " commits" % (len(reports), len(attempts), sum(a["outcome"] in (SUCCESS, COMPLETED)
+                                                                    for a in attempts),
+                                 sum(a["outcome"] in FAILING_OUTCOMES for a in attempts),
+                                 format_duration(sum(r["worked_seconds"] for r in reports)),
+                                 format_duration(sum(sum(r["waited_seconds"].values()) for r in reports)),
+                                 format_cost(sum(a["cost_usd"] or 0 for a in attempts)),
+                                 sum(len(r["commits"]) for r in reports)))
+    return "".join((_fit(line, columns) if columns and "\033" not in line else line) + "\n" for line in out)
+
+
+# The report's page (SPEC 19): self-contained -- inline CSS and SVG, no script, nothing
+# fetched -- and readable printed.
+REPORT_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>rooda report</title>
+<style>
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;
+color:#212121;background:#fff}
+h1{font-size:1.5em;margin:0 0 .2em}h2{font-size:1.15em;margin:2em 0 .4em;border-bottom:2px solid #e0e0e0}
+h3{font-size:.95em;margin:1.2em 0 .3em;color:#555}
+table{border-collapse:collapse;width:100%;margin:.3em 0}td,th{padding:2px 8px;text-align:left;vertical-align:top}
+.rows th{width:8em;color:#555;font-weight:600}.attempts tr:nth-child(even){background:#f6f6f6}
+.attempts td:nth-child(3),.attempts td:nth-child(5){text-align:right;font-variant-numeric:tabular-nums}
+.attempts td:nth-child(6){word-break:break-word}
+.dot{display:inline-block;width:.8em;height:.8em;border-radius:2px;margin-right:.35em;vertical-align:-1px}
+svg{width:100%;height:auto;display:block;background:#fafafa;border:1px solid #eee}
+svg text{font:11px system-ui,sans-serif;fill:#555}.muted{color:#777}
+@media print{body{margin:0;max-width:none}h2{break-before:auto}section{break-inside:avoid-page}}
+</style></head><body>
+<h1>rooda report</h1><p class="muted">{made}</p>
+{sections}
+</body></html>
+"""
+
+
+def _svg(height: int, label: str, body: str) -> str:
+    return '<svg viewBox="0 0 1000 %d" role="img" aria-label="%s">%s</svg>' % (height, label, body)
+
+
+def report_html(reports: List[Dict[str, Any]], cwd: str, now: float) -> str:
+    """The morning report as one page: per session its rows, a timeline (a bar per
+    attempt, its length the duration, its colour the outcome, its tooltip the reason;
+    waits in grey), the cost per attempt with the cumulative cost, the windows'
+    utilisation over time, and the tables. Every text from a log is escaped."""
+    import html
+
+    def text(value: object) -> str:
+        return html.escape(str(value))
+    sections = []
+    for report in reports:
+        attempts = report["attempts"]
+        spans = [(parse_iso_time(a["started"]) or 0, a["seconds"], OUTCOME_COLORS.get(a["outcome"], ("", "#e53935"))[
+            1], "#%d %s%s" % (a["iteration"], a["outcome"], ": " + a["reason"] if a["reason"] else "")) for a in attempts]
+        spans += [(parse_iso_time(w["started"]) or 0, w["seconds"], "#bdbdbd", "waited for %s, %s" % (
+            w["kind"], format_duration(w["seconds"]))) for w in report["waits"]]
+        first = min([start for start, _, _, _ in spans] or [0])
+        span = max([start + seconds - first for start, seconds, _, _ in spans] + [1e-3])
+        parts = ["<section><h2>%s</h2><table class=rows>%s</table>" % (text(os.path.basename(report["session"])), "".join(
+            "<tr><th>%s</th><td>%s</td></tr>" % (text(label), text(words)) for label, words in _report_rows(report, cwd)))]
+        if spans:
+            parts.append("<h3>Timeline</h3>" + _svg(64, "timeline", "".join(
+                '<rect x="%.1f" y="8" width="%.1f" height="32" fill="%s"><title>%s</title></rect>' % (
+                    (start - first) / span * 1000, max(seconds / span * 1000, 1.5), color, text(said))
+                for start, seconds, color, said in spans) + '<text x="2" y="58">%s</text><text x="998" y="58" '
+                'text-anchor="end">%s</text>' % (local_time(first), local_time(first + span))))
+        costs = [a["cost_usd"] or 0 for a in attempts]
+        if any(costs):
+            width, top, total, running = 1000 / len(costs), max(costs), sum(costs), 0.0
+            line = []
+            for index, cost in enumerate(costs):
+                running += cost
+                line.append("%.1f,%.1f" % ((index + 0.5) * width, 150 - running / total * 130))
+            parts.append("<h3>Cost per attempt (bars) and in all (line): %s</h3>" % format_cost(total) + _svg(
+                160, "cost", "".join('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>#%d %s'
+                                     "</title></rect>" % (index * width + 1, 150 - cost / top * 130, max(
+                                         width - 2, 1), cost / top * 130, "#7986cb", attempts[index]["iteration"],
+                                         format_cost(cost)) for index, cost in enumerate(costs)) +
+                '<polyline points="%s" fill="none" stroke="#c62828" stroke-width="2"/>' % " ".join(line) +
+                '<text x="2" y="14">%s per attempt at most</text>' % format_cost(top)))
+        readings = report["readings"]
+        if readings:
+            times = [parse_iso_time(r["time"]) or 0 for r in readings]
+            low, wide = min(times), max(max(times) - min(times), 1)
+            parts.append("<h3>Subscription windows: utilisation over time</h3>" + _svg(160, "windows", "".join(
+                '<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/><text x="%d" y="14" fill="%s">'
+                "%s %d%%</text>" % (" ".join("%.1f,%.1f" % ((moment - low) / wide * 990 + 5, 150 - min(
+                    r["utilization"], 1) * 140) for moment, r in zip(times, readings) if r["window"] == name),
+                    color, 10 + 110 * index, color, WINDOWS[name][0], round(report["windows"][name]["last"] * 100))
+                for index, (name, color) in enumerate(zip(sorted(report["windows"]), ("#1e88e5", "#8e24aa", "#00897b")))
+            ) + '<line x1="0" x2="1000" y1="10" y2="10" stroke="#e53935" stroke-dasharray="4"/>'))
+        parts.append("<h3>Attempts</h3><table class=attempts><tr><th>#</th><th>start</th><th>took</th>"
+                     "<th>outcome</th><th>cost</th><th>reason or commit</th></tr>%s</table>" % "".join(
+                         "<tr>%s</tr>" % "".join("<td>%s%s</td>" % (
+                             '<span class=dot style="background:%s"></span>' % spans[at][2] if column == 3 else "",
+                             text(cell)) for column, cell in enumerate(_attempt_row(attempt)))
+                         for at, attempt in enumerate(attempts)))
+        if report["commits"]:
+            parts.append("<h3>Commits</h3><ul>%s</ul>" % "".join("<li><code>%s</code> %s</li>" % (
+                text(done["hash"][:7]), text(done["subject"])) for done in report["commits"]))
+        sections.append("".join(parts) + "</section>")
+    return REPORT_PAGE.replace("{made}", text("%s · rooda %s" % (local_time(now), __version__))).replace(
+        "{sections}", "\n".join(sections))
+
+
+def command_report(options: Any) -> int:
+    """`report [SESSION...] [--all] [--since D] [--json | --html FILE]`: what the sessions
+    did (SPEC 19); the newest by default; exit 1 when there is none."""
+    if options.json and options.html:
+        raise UsageError("--json and --html: choose one")
+    named, options.words = options.words, []
+    try:
+        directory, sessions = _sessions(options)
+        if named:
+            sessions = [find_sessions(directory, _display_path(directory, os.getcwd()), name)[0] for name in named]
+    except RoodaError as exc:
+        sys.stderr.write("rooda: %s\n" % exc)
+        return 1
+    if options.since is not None:
+        sessions = [path for path in sessions if session_started(path) >= options.since]
+    elif not options.all and not named:
+        sessions = sessions[:1]
+    now, cwd = time.time(), os.getcwd()
+    reports = [session_report(path, now) for path in reversed(sessions)]  # (oldest first: a night in order)
+    if options.html:
+        page = report_html(reports, cwd, now)
+        if options.html == "-":
+            write_stdout(page)
+        else:
+            with open(options.html, "w", encoding="utf-8") as stream:
+                stream.write(page)
+            sys.stderr.write("rooda: the report of %s is in %s\n" % (plural(len(reports), "session"), options.html))
+    elif options.json:
+        write_stdout("".join(json.dumps(report, ensure_ascii=False) + "\n" for report in reports))
+    else:
+        terminal = sys.stdout.isatty()
+        import shutil
+        write_stdout(report_text(reports, cwd, shutil.get_terminal_size().columns if terminal else None,
+                                 _use_color(options.color, sys.stdout)))
+    return 0 if reports else 1
 
 
 def _resume_context(path: str) -> Tuple[Optional[str], Optional[_Attempt]]:
@@ -7638,7 +7908,8 @@ def dispatch(options: Any) -> int:
                 "info": lambda: command_info(options, words[0]),
                 "doctor": lambda: command_doctor(options, first),
                 "vendor": lambda: command_vendor(options, words[0]),
-                "status": lambda: command_status(options), "resume": lambda: command_resume(options)}
+                "status": lambda: command_status(options), "resume": lambda: command_resume(options),
+                "report": lambda: command_report(options)}
     if command in handlers:
         return handlers[command]()
     if command == "prompt":
