@@ -106,6 +106,7 @@ FAILING_OUTCOMES = (FAILURE, TIMEOUT, REJECTED)
 # How an outcome is painted: on a terminal (SGR), on the report's page (SPEC 19); red else.
 OUTCOME_COLORS = {SUCCESS: ("32", "#43a047"), COMPLETED: ("32", "#1b5e20"), LIMITED: ("33", "#f9a825"),
                   UNAVAILABLE: ("33", "#ef6c00"), OUTCOME_INTERRUPTED: ("90", "#9e9e9e")}
+RED = ("31", "#e53935")  # (the other outcomes': failure, timeout, rejected)
 # Why an iteration did not succeed (SPEC 15), in the order in which the first that
 # applies is its cause: the provider's part first (auth and billing stop the run, a limit
 # or an outage is waited out), then the iteration's own.
@@ -3842,7 +3843,7 @@ class Reader:
     reader has no events, tool calls or token counts."""
 
     structured, events, tool_calls, last_tool, output_bytes, session = False, 0, 0, "", 0, ""
-    windows: List[Tuple[str, tuple]] = []  # the subscription windows' readings, in order (SPEC 18)
+    windows: List[tuple] = []  # the subscription windows' readings (name, reading, when), in order (SPEC 18)
     on_stdout: Sink
     on_stderr: Sink
 
@@ -4111,7 +4112,7 @@ class EventReader(Reader):
         elif kind == EV_LIMIT:
             self.limit = event[1:]
         elif kind == EV_WINDOW:
-            self.windows.append(event[1:])
+            self.windows.append(event[1:] + (time.time(),))  # (logged with the moment it came)
         elif kind == EV_SESSION:
             self.session = event[1]
         elif kind == EV_ERROR:
@@ -4254,7 +4255,7 @@ class Activity:
                              if self.kind == "wait" else "%s still running (%s)" % (self.detail, spent))
         figures = [format_duration(now - self.since), plural(reader.tool_calls, "tool call") if reader.events
                    else "%s output" % format_bytes(reader.output_bytes)]
-        figures += [windows_words(dict(reader.windows))] if reader.windows else []
+        figures += [windows_words({name: reading for name, reading, _ in reader.windows})] if reader.windows else []
         last = reader.last_tool if reader.events and (not doing or doing[0] != "tool") else ""
         return (" · ".join(["iteration " + self.label] + figures + what),
                 "Iteration %s still running (%s)" % (self.label, ", ".join(
@@ -5181,50 +5182,45 @@ def verify_course(summary: Mapping[str, Any]) -> str:
 
 
 def session_report(path: str, now: float) -> Dict[str, Any]:
-    """A session as `report` tells it (SPEC 19): its summary, and from its events each
-    attempt (number, start, duration, outcome, cause and reason, cost, commit), what it
-    waited for and how long, the windows' readings, and what to run next."""
+    """A session as `report` tells it (SPEC 19): its summary (as `status --json` has it)
+    and, from its events, each attempt (number, start, duration, outcome, cause and
+    reason, cost, commit), each wait and how long it lasted, each window reading, the
+    commits, and what to run next."""
     events: List[Dict[str, Any]] = []
-    summary = summarize_session(path, now, events=events)
-    attempts: List[Dict[str, Any]] = []
+    report = summarize_session(path, now, events=events)
+    attempts, waits, readings, commits = [], [], [], []
     done: Dict[object, Dict[str, Any]] = {}  # a commit, by its iteration (it comes before the end)
-    waits, readings, commits = [], [], []
+    waited: Dict[str, float] = collections.Counter()
     for event, after in zip(events, events[1:] + [{"at": now}]):
         name, number = event["event"], event.get("iteration")
         if name == "iteration_end" and isinstance(number, int):
-            usage = _mapping(event.get("usage"))
-            seconds = _number(event.get("seconds")) or 0.0
+            usage, seconds = _mapping(event.get("usage")), _number(event.get("seconds")) or 0.0
             attempts.append({
-                "iteration": number, "started": iso_time(event["at"] - seconds),
-                "seconds": seconds, "outcome": str(event.get("outcome")), "cause": event.get("cause"),
-                "reason": event.get("reason"), "cost_usd": _number(usage.get("cost_usd")),
-                "tokens": total_tokens(usage), "commit": done.pop(number, None)})
+                "iteration": number, "started": iso_time(event["at"] - seconds), "seconds": seconds,
+                "outcome": str(event.get("outcome")), "cause": event.get("cause"), "reason": event.get("reason"),
+                "cost_usd": _number(usage.get("cost_usd")), "tokens": total_tokens(usage),
+                "commit": done.pop(number, None)})
         elif name == "commit":
-            done[number] = {"hash": str(event.get("hash")), "subject": _one_line(str(event.get("message") or "")),
+            done[number] = {"hash": str(event.get("hash")), "subject": _one_line(str(event.get("message"))),
                             "files": event.get("files")}
             commits.append(done[number])
-        elif name == "limit":  # (as long as it lasted: a signal may have cut it short)
-            waits.append({"kind": event.get("kind") if event.get("kind") in ("outage", HOLD_RESERVE, HOLD_PACE)
-                          else "limit", "started": event["time"], "seconds": round(max(min(_number(
-                              event.get("wait_seconds")) or 0, after["at"] - event["at"]), 0), 3)})
+        elif name == "limit" and event.get("wait_seconds"):  # (as long as it lasted: a signal may cut it)
+            kind = event.get("kind") if event.get("kind") in ("outage", HOLD_RESERVE, HOLD_PACE) else "limit"
+            seconds = round(max(min(_number(event.get("wait_seconds")) or 0, after["at"] - event["at"]), 0), 3)
+            waits.append({"kind": kind, "started": event["time"], "seconds": seconds})
+            waited[kind] += seconds
         elif name == "window" and event.get("window") in WINDOWS and _number(event.get("utilization")) is not None:
             readings.append({key: event.get(key) for key in ("time", "window", "utilization")})
     files = SessionFiles.of(path)
-    waited: Dict[str, float] = {}
-    for wait in waits:
-        waited[wait["kind"]] = waited.get(wait["kind"], 0) + wait["seconds"]
-    return dict({key: summary[key] for key in (
-        "session", "procedure", "cwd", "started", "state", "status", "exit_code", "reason", "resumable",
-        "usage", "baseline", "last_verify", "skipped_lines")},
+    report.update(
         ended=events[-1]["time"] if events else None, log=files.log if files else None,
         outcomes=dict(collections.Counter(attempt["outcome"] for attempt in attempts)),
         causes=dict(collections.Counter(attempt["cause"] for attempt in attempts if attempt["cause"])),
-        worked_seconds=round(sum(attempt["seconds"] for attempt in attempts), 3), waited_seconds=waited,
-        windows={name: {"first": [r for r in readings if r["window"] == name][0]["utilization"],
-                        "last": summary["windows"][name]["utilization"]} for name in summary["windows"]},
+        worked_seconds=round(sum(attempt["seconds"] for attempt in attempts), 3), waited_seconds=dict(waited),
         attempts=attempts, waits=waits, readings=readings, commits=commits,
-        next="resume %s" % files.base if files and summary["resumable"] and summary["state"] != RUN_RUNNING
+        next="resume %s" % files.base if files and report["resumable"] and report["state"] != RUN_RUNNING
         else None)
+    return report
 
 
 def session_started(path: str) -> float:
@@ -6034,7 +6030,7 @@ class Progress:
         self.always(self._paint("ERROR:", "31") + " " + message)
 
     def outcome(self, outcome: str) -> str:
-        return self._paint(outcome, OUTCOME_COLORS.get(outcome, ("31",))[0])
+        return self._paint(outcome, OUTCOME_COLORS.get(outcome, RED)[0])
 
     # -- the activity under way -------------------------------------------------------------
 
@@ -6377,26 +6373,26 @@ class _Run:
                 with _suppress(OSError):
                     os.unlink(schema)
         attempt.report = report = reader.finish(result)
-        readings = reader.windows + (list(cli.windows(reader.session, env).items())
-                                     if cli is not None and callable(cli.windows) and reader.session else [])
+        readings = reader.windows + ([(name, reading, time.time()) for name, reading in cli.windows(
+            reader.session, env).items()] if cli is not None and callable(cli.windows) and reader.session else [])
         self.note_windows(readings)
         if report.usage:
             add_usage(self.state.usage, report.usage)
         if result.interrupted is not None:
             raise Interrupted(result.interrupted)
 
-    def note_windows(self, readings: Sequence[Tuple[str, tuple]]) -> None:
+    def note_windows(self, readings: Sequence[tuple]) -> None:
         """An iteration's readings of the subscription windows, in order (SPEC 18): one
-        that moved (its whole percent, reset, status or threshold) is a `window` event;
-        the last are remembered for the next run in this log directory."""
+        that moved (its whole percent, reset, status or threshold) is a `window` event
+        at the moment it came; the last are remembered for the next run here."""
         windows, moved = self.state.windows, False
-        for name, (used, resets, status, threshold) in readings:
+        for name, (used, resets, status, threshold), seen in readings:
             old = windows.get(name)
             if old is None or (round(old[0] * 100),) + old[1:] != (round(used * 100),
                                                                    resets, status, threshold):
                 moved, windows[name] = True, (used, resets, status, threshold)
                 if self.log is not None:
-                    self.log.event("window", window=name, utilization=used, status=status,
+                    self.log.event("window", time=iso_time(seen), window=name, utilization=used, status=status,
                                    threshold=threshold, resets_at=iso_time(resets) if resets else None)
         if self.log is not None and moved:
             self.log.remember_windows(windows)
@@ -6699,7 +6695,8 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
         log.session_start(plan, agent, state.started_wall, resumed)
     # What runs here saw of the windows, while their reset lies ahead: iteration 1 is
     # judged on it (SPEC 18), and `status` shows it.
-    run.note_windows(list(remembered_windows(plan.log_dir, time.time()).items()))
+    run.note_windows([(name, reading, time.time()) for name, reading in remembered_windows(
+        plan.log_dir, time.time()).items()])
     if state.windows:
         progress.info("Subscription windows: %s (the last readings here)" % windows_words(state.windows))
     try:
@@ -7607,7 +7604,7 @@ def _report_rows(report: Dict[str, Any], cwd: str) -> List[Tuple[str, str]]:
     """A session's report as (label, words) rows: the text's and the page's table."""
     usage, waited, attempts = report["usage"] or {}, report["waited_seconds"], report["attempts"]
     started, ended = (parse_iso_time(report[key]) for key in ("started", "ended"))
-    counted = ", ".join("%d %s" % (count, name) for name, count in sorted(report["outcomes"].items()))
+    counted = ", ".join("%s %d" % item for item in sorted(report["outcomes"].items()))
     causes = ", ".join("%s %d" % item for item in sorted(report["causes"].items()))
     return [(label, clean(words)) for label, words in (
         ("session", _display_path(report["session"], cwd)),
@@ -7624,8 +7621,9 @@ def _report_rows(report: Dict[str, Any], cwd: str) -> List[Tuple[str, str]]:
             else "")),
         ("usage", " · ".join(describe_usage(usage, usage.get("tool_calls")))),
         ("verify", verify_course(report)),
-        ("windows", " · ".join("%s %d%% → %d%%" % (WINDOWS[name][0], round(seen["first"] * 100), round(
-            seen["last"] * 100)) for name, seen in sorted(report["windows"].items()))),
+        ("windows", " · ".join("%s %d%% → %d%%" % (WINDOWS[name][0], round(next(
+            r["utilization"] for r in report["readings"] if r["window"] == name) * 100), round(
+            last["utilization"] * 100)) for name, last in sorted(report["windows"].items()))),
         ("commits", "%d" % len(report["commits"]) if report["commits"] else ""),
         ("next", "python3 %s %s" % (_display_path(os.path.join(ROODA_DIR, "rooda.py"), cwd), report["next"])
          if report["next"] else ""),
@@ -7643,6 +7641,19 @@ def _attempt_row(attempt: Dict[str, Any]) -> List[str]:
         clean(attempt["reason"] or ("%s %s" % (done["hash"][:7], done["subject"]) if done else ""))]
 
 
+def report_total(reports: List[Dict[str, Any]]) -> str:
+    """`2 sessions · 8 attempts (5 succeeded, 2 failed) · worked 6h40m · waited 1h31m · $18.40 · 11 commits`."""
+    attempts = [attempt for report in reports for attempt in report["attempts"]]
+    return "%s · %s (%d succeeded, %d failed) · worked %s · waited %s · %s · %s" % (
+        plural(len(reports), "session"), plural(len(attempts), "attempt"),
+        sum(a["outcome"] in (SUCCESS, COMPLETED) for a in attempts),
+        sum(a["outcome"] in FAILING_OUTCOMES for a in attempts),
+        format_duration(sum(r["worked_seconds"] for r in reports)),
+        format_duration(sum(sum(r["waited_seconds"].values()) for r in reports)),
+        format_cost(sum(a["cost_usd"] or 0 for a in attempts)), plural(sum(len(r["commits"]) for r in reports),
+                                                                       "commit"))
+
+
 def report_text(reports: List[Dict[str, Any]], cwd: str, columns: Optional[int], color: bool) -> str:
     """The morning report for a person: each session's rows, one line per attempt,
     its commits; a total over several. Fitted to `columns` (a terminal's), painted there."""
@@ -7651,21 +7662,12 @@ def report_text(reports: List[Dict[str, Any]], cwd: str, columns: Optional[int],
         out += ["%-10s  %s" % row for row in _report_rows(report, cwd)] + [""]
         for attempt in report["attempts"]:
             cells = _attempt_row(attempt)
-            painted = "\033[%sm%-10s\033[0m" % (OUTCOME_COLORS.get(cells[3], ("31",))[0], cells[3]) \
+            painted = "\033[%sm%-10s\033[0m" % (OUTCOME_COLORS.get(cells[3], RED)[0], cells[3]) \
                 if color else "%-10s" % cells[3]
             out.append("%5s  %s  %9s  %s  %7s  %s" % tuple(cells[:3] + [painted] + cells[4:]))
         out += ["  commit %s %s (%s)" % (done["hash"][:7], done["subject"], plural(done["files"] or 0, "file"))
                 for done in report["commits"]] + [""]
-    if len(reports) > 1:
-        attempts = [attempt for report in reports for attempt in report["attempts"]]
-        out.append("%d sessions · %d attempts (%d succeeded, %d failed) · worked %s · waited %s · %s · %d"
-                   " commits" % (len(reports), len(attempts), sum(a["outcome"] in (SUCCESS, COMPLETED)
-                                                                    for a in attempts),
-                                 sum(a["outcome"] in FAILING_OUTCOMES for a in attempts),
-                                 format_duration(sum(r["worked_seconds"] for r in reports)),
-                                 format_duration(sum(sum(r["waited_seconds"].values()) for r in reports)),
-                                 format_cost(sum(a["cost_usd"] or 0 for a in attempts)),
-                                 sum(len(r["commits"]) for r in reports)))
+    out += [report_total(reports)] if len(reports) > 1 else []
     return "".join((_fit(line, columns) if columns and "\033" not in line else line) + "\n" for line in out)
 
 
@@ -7693,72 +7695,70 @@ svg text{font:11px system-ui,sans-serif;fill:#555}.muted{color:#777}
 """
 
 
-def _svg(height: int, label: str, body: str) -> str:
-    return '<svg viewBox="0 0 1000 %d" role="img" aria-label="%s">%s</svg>' % (height, label, body)
+def _chart(title: str, height: int, shapes: Iterable[str]) -> str:
+    """A chart of the page: its heading, and an SVG 1000 units wide."""
+    return '<h3>%s</h3><svg viewBox="0 0 1000 %d" role="img" aria-label="%s">%s</svg>' % (
+        title, height, title, "".join(shapes))
+
+
+def _bar(x: float, y: float, width: float, height: float, color: str, title: str) -> str:
+    return '<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s</title></rect>' % (
+        x, y, max(width, 1.5), height, color, title)
 
 
 def report_html(reports: List[Dict[str, Any]], cwd: str, now: float) -> str:
-    """The morning report as one page: per session its rows, a timeline (a bar per
+    """The morning report as one page: per session its rows; a timeline (a bar per
     attempt, its length the duration, its colour the outcome, its tooltip the reason;
-    waits in grey), the cost per attempt with the cumulative cost, the windows'
-    utilisation over time, and the tables. Every text from a log is escaped."""
-    import html
-
-    def text(value: object) -> str:
-        return html.escape(str(value))
+    waits in grey); the cost per attempt with the cumulative cost; the windows'
+    utilisation over time; the attempts and the commits. Every text from a log is escaped."""
+    from html import escape
     sections = []
     for report in reports:
-        attempts = report["attempts"]
-        spans = [(parse_iso_time(a["started"]) or 0, a["seconds"], OUTCOME_COLORS.get(a["outcome"], ("", "#e53935"))[
-            1], "#%d %s%s" % (a["iteration"], a["outcome"], ": " + a["reason"] if a["reason"] else "")) for a in attempts]
+        attempts, readings = report["attempts"], report["readings"]
+        spans = [(parse_iso_time(a["started"]) or 0, a["seconds"], OUTCOME_COLORS.get(a["outcome"], RED)[1],
+                  "#%d %s: %s" % (a["iteration"], a["outcome"], _attempt_row(a)[5])) for a in attempts]
         spans += [(parse_iso_time(w["started"]) or 0, w["seconds"], "#bdbdbd", "waited for %s, %s" % (
             w["kind"], format_duration(w["seconds"]))) for w in report["waits"]]
-        first = min([start for start, _, _, _ in spans] or [0])
-        span = max([start + seconds - first for start, seconds, _, _ in spans] + [1e-3])
-        parts = ["<section><h2>%s</h2><table class=rows>%s</table>" % (text(os.path.basename(report["session"])), "".join(
-            "<tr><th>%s</th><td>%s</td></tr>" % (text(label), text(words)) for label, words in _report_rows(report, cwd)))]
-        if spans:
-            parts.append("<h3>Timeline</h3>" + _svg(64, "timeline", "".join(
-                '<rect x="%.1f" y="8" width="%.1f" height="32" fill="%s"><title>%s</title></rect>' % (
-                    (start - first) / span * 1000, max(seconds / span * 1000, 1.5), color, text(said))
-                for start, seconds, color, said in spans) + '<text x="2" y="58">%s</text><text x="998" y="58" '
-                'text-anchor="end">%s</text>' % (local_time(first), local_time(first + span))))
+        times = [parse_iso_time(r["time"]) or 0 for r in readings]  # (one time axis for both charts)
+        first = min([start for start, _, _, _ in spans] + times or [now])
+        span = max([start + seconds - first for start, seconds, _, _ in spans] + [t - first for t in times] + [1e-3])
+        parts = ["<section><h2>%s</h2><table class=rows>%s</table>" % (escape(os.path.basename(
+            report["session"])), "".join("<tr><th>%s</th><td>%s</td></tr>" % (label, escape(words))
+                                         for label, words in _report_rows(report, cwd)))]
+        parts += [_chart("Timeline: %s to %s" % (local_time(first), local_time(first + span)), 48, (
+            _bar((start - first) / span * 1000, 8, seconds / span * 1000, 32, color, escape(said))
+            for start, seconds, color, said in spans))] if spans else []
         costs = [a["cost_usd"] or 0 for a in attempts]
         if any(costs):
-            width, top, total, running = 1000 / len(costs), max(costs), sum(costs), 0.0
-            line = []
-            for index, cost in enumerate(costs):
-                running += cost
-                line.append("%.1f,%.1f" % ((index + 0.5) * width, 150 - running / total * 130))
-            parts.append("<h3>Cost per attempt (bars) and in all (line): %s</h3>" % format_cost(total) + _svg(
-                160, "cost", "".join('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>#%d %s'
-                                     "</title></rect>" % (index * width + 1, 150 - cost / top * 130, max(
-                                         width - 2, 1), cost / top * 130, "#7986cb", attempts[index]["iteration"],
-                                         format_cost(cost)) for index, cost in enumerate(costs)) +
-                '<polyline points="%s" fill="none" stroke="#c62828" stroke-width="2"/>' % " ".join(line) +
-                '<text x="2" y="14">%s per attempt at most</text>' % format_cost(top)))
-        readings = report["readings"]
-        if readings:
-            times = [parse_iso_time(r["time"]) or 0 for r in readings]
-            low, wide = min(times), max(max(times) - min(times), 1)
-            parts.append("<h3>Subscription windows: utilisation over time</h3>" + _svg(160, "windows", "".join(
-                '<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/><text x="%d" y="14" fill="%s">'
-                "%s %d%%</text>" % (" ".join("%.1f,%.1f" % ((moment - low) / wide * 990 + 5, 150 - min(
-                    r["utilization"], 1) * 140) for moment, r in zip(times, readings) if r["window"] == name),
-                    color, 10 + 110 * index, color, WINDOWS[name][0], round(report["windows"][name]["last"] * 100))
-                for index, (name, color) in enumerate(zip(sorted(report["windows"]), ("#1e88e5", "#8e24aa", "#00897b")))
-            ) + '<line x1="0" x2="1000" y1="10" y2="10" stroke="#e53935" stroke-dasharray="4"/>'))
+            width, top, total = 1000 / len(costs), max(costs), sum(costs)
+            running = [sum(costs[:index + 1]) for index in range(len(costs))]
+            parts.append(_chart("Cost per attempt (at most %s) and in all (%s)" % (
+                format_cost(top), format_cost(total)), 160, [_bar(
+                    index * width + 1, 150 - cost / top * 140, width - 2, cost / top * 140, "#7986cb",
+                    "#%d %s" % (attempts[index]["iteration"], format_cost(cost))) for index, cost in enumerate(costs)
+                ] + ['<polyline points="%s" fill="none" stroke="#c62828" stroke-width="2"/>' % " ".join(
+                    "%.1f,%.1f" % ((index + 0.5) * width, 150 - spent / total * 140)
+                    for index, spent in enumerate(running))]))
+        colors = dict(zip(sorted(report["windows"]), ("#1e88e5", "#8e24aa", "#00897b")))
+        parts += [_chart("Subscription windows over the timeline's time: %s" % " · ".join(
+            '<b style="color:%s">%s</b>' % (color, windows_words({name: report["windows"][name]}))
+            for name, color in colors.items()), 150, ('<polyline points="%s" fill="none" stroke="%s" '
+                                                      'stroke-width="2"/>' % (" ".join(
+                                                          "%.1f,%.1f" % ((moment - first) / span * 1000, 145 - min(
+                                                              r["utilization"], 1) * 140)
+                                                          for moment, r in zip(times, readings) if r["window"] == name
+                                                      ), color) for name, color in colors.items()))] if readings else []
         parts.append("<h3>Attempts</h3><table class=attempts><tr><th>#</th><th>start</th><th>took</th>"
                      "<th>outcome</th><th>cost</th><th>reason or commit</th></tr>%s</table>" % "".join(
-                         "<tr>%s</tr>" % "".join("<td>%s%s</td>" % (
-                             '<span class=dot style="background:%s"></span>' % spans[at][2] if column == 3 else "",
-                             text(cell)) for column, cell in enumerate(_attempt_row(attempt)))
+                         '<tr style="box-shadow:inset 4px 0 %s">%s</tr>' % (spans[at][2], "".join(
+                             "<td>%s</td>" % escape(cell) for cell in _attempt_row(attempt)))
                          for at, attempt in enumerate(attempts)))
-        if report["commits"]:
-            parts.append("<h3>Commits</h3><ul>%s</ul>" % "".join("<li><code>%s</code> %s</li>" % (
-                text(done["hash"][:7]), text(done["subject"])) for done in report["commits"]))
+        parts += ["<h3>Commits</h3><ul>%s</ul>" % "".join("<li><code>%s</code> %s</li>" % (
+            escape(done["hash"][:7]), escape(done["subject"])) for done in report["commits"])] if report[
+                "commits"] else []
         sections.append("".join(parts) + "</section>")
-    return REPORT_PAGE.replace("{made}", text("%s · rooda %s" % (local_time(now), __version__))).replace(
+    return REPORT_PAGE.replace("{made}", escape("%s · %s · rooda %s" % (
+        report_total(reports), local_time(now), __version__))).replace(
         "{sections}", "\n".join(sections))
 
 
@@ -7799,15 +7799,14 @@ def command_report(options: Any) -> int:
     return 0 if reports else 1
 
 
-def _resume_context(path: str) -> Tuple[Optional[str], Optional[_Attempt]]:
-    """What a resumed session needs besides its counts (SPEC 16): the prompt it read from
-    stdin, and the iteration the next attempt is told of -- the last counted one when it
-    failed or named a next step, else a failing baseline."""
+def _resume_context(events: List[Dict[str, Any]]) -> Tuple[Optional[str], Optional[_Attempt]]:
+    """What a resumed session needs besides its counts (SPEC 16), from its events: the
+    prompt it read from stdin, and the iteration the next attempt is told of -- the last
+    counted one when it failed or named a next step, else a failing baseline."""
     prompt, previous = None, None
-    for raw in _read_session(path, True)[0]:
+    for event in events:
         try:
-            event = _mapping(json.loads(raw))
-            name, code = event.get("event"), event.get("exit_code")
+            name, code = event["event"], event.get("exit_code")
             if name == "session_start" and isinstance(event.get("prompt"), str):
                 prompt = event["prompt"]
             elif name == "gate" and event.get("baseline") and code:
@@ -7827,8 +7826,8 @@ def _resume_context(path: str) -> Tuple[Optional[str], Optional[_Attempt]]:
                 if event.get("feedback"):
                     previous.source, text = map(str, event["feedback"])
                     previous.feedback = text.encode("utf-8")
-        except (ValueError, RecursionError, KeyError, TypeError):
-            continue  # (what does not parse tells nothing: the attempt goes on without it)
+        except (ValueError, KeyError, TypeError):
+            continue  # (what has not its shape tells nothing: the attempt goes on without it)
     if previous is not None and previous.number == 0:
         previous.result, previous.outcome = AgentResult(exit_code=1), FAILURE
     return prompt, previous
@@ -7841,7 +7840,8 @@ def command_resume(options: Any) -> int:
     here = os.path.realpath(os.getcwd())
     for path in sessions:  # named, or the newest started here: its agent and gates run here
         try:
-            summary, shown = summarize_session(path), os.path.basename(path)
+            events: List[Dict[str, Any]] = []
+            summary, shown = summarize_session(path, events=events), os.path.basename(path)
         except OSError as exc:
             raise RoodaError("cannot read %s: %s" % (path, exc.strerror)) from None
         if options.words or os.path.realpath(summary["cwd"] or "/-") == here:
@@ -7867,7 +7867,7 @@ def command_resume(options: Any) -> int:
     point = {"session": files.base, "finished": summary["iterations"], "usage": usage,
              "failures": summary["failures"], "consecutive": summary["consecutive_failures"],
              "seconds": summary["elapsed_seconds"] or 0.0, "baseline": summary["baseline"]}
-    prompt, point["previous"] = _resume_context(path)
+    prompt, point["previous"] = _resume_context(events)
     own, at = list(options.argv), 0  # its own options: its words taken out by position, not value
     for word in ("resume",) + tuple(options.words):
         with _suppress(ValueError):

@@ -97,7 +97,7 @@ def test_the_text_report_tells_the_night_and_what_to_run_next(workspace, agent, 
     text = done.stdout.decode()
     assert done.returncode == 0 and "\033[" not in text  # (no colour off a terminal)
     assert "status      completed, exit 0: max iterations" in text
-    assert "iterations  5 attempts: 2 failure, 1 limited, 2 success; causes: agent 1, limit 1, verify 1" in text
+    assert "iterations  5 attempts: failure 2, limited 1, success 2; causes: agent 1, limit 1, verify 1" in text
     assert "verify      passing at the last iteration" in text
     assert "time        worked " in text and "waited " in text and "(limit " in text
     lines = text.splitlines()

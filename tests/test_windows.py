@@ -274,7 +274,7 @@ def test_doctor_and_the_start_say_when_the_agent_cannot_report_windows(workspace
 def test_the_status_line_shows_the_windows_while_the_agent_works():
     reader = type("Reading", (rooda.Reader,), {
         "events": 3, "tool_calls": 2, "activity": lambda self: ("thinking", "", time.monotonic()),
-        "windows": [("five_hour", (0.46, None, None, None)), ("seven_day", (0.81, None, None, None))]})()
+        "windows": [("five_hour", (0.46, None, None, None), 1.0), ("seven_day", (0.81, None, None, None), 2.0)]})()
     line, heartbeat = rooda.Activity("agent", reader=reader, label="2/5").lines()
     assert "iteration 2/5 · " in line and "5h 46% · 7d 81%" in line and "5h 46% · 7d 81%" in heartbeat
 
@@ -295,3 +295,16 @@ def test_status_during_a_reserve_hold_names_the_iteration_it_holds_back(workspac
     took, err = interrupt(proc)
     assert proc.returncode == -2 and agent.calls == 1  # (rooda dies of the signal, SPEC 5)
     assert "Interrupted by SIGINT while waiting for a window to reset (reserve) (1 iteration completed" in err
+
+
+def test_a_reading_is_logged_at_the_moment_it_came(workspace, agent, capfd, tmp_path):
+    # Two responses half a second apart: each window event has its own reading's time
+    # (the report draws them over the night), though all are written as the iteration ends.
+    first, second = (claude_windows(used, 0.2, HOUR, DAY)["actions"][0]["out"].splitlines()[1] for used in (0.3, 0.4))
+    agent.script({"actions": [{"out": first + "\n"}, {"sleep": 0.5}, {"out": events_line(
+        json.loads(second), dict(OK_RESULT, result="more"))}]})
+    logs = tmp_path / "logs"
+    build(capfd, agent, logs, "-n", "1")
+    events = session_events(logs)
+    moments = [rooda.parse_iso_time(e["time"]) for e in events if e["event"] == "window" and e["window"] == "five_hour"]
+    assert len(moments) == 2 and moments[1] - moments[0] >= 0.45
