@@ -101,7 +101,6 @@ COMMAND_WORDS = {
     "doctor": (0, 1, "doctor [<procedure>]"),
     "status": (0, 1, "status [SESSION] [--all] [--json] [--log-dir DIR]"),
     "resume": (0, 1, "resume [SESSION] [options]"),
-    "report": (0, 1000, "report [SESSION...] [--all] [--since D] [--json | --html FILE] [--log-dir DIR]"),
     "vendor": (1, 1, "vendor <dir> [--force]"),
 }
 RESERVED_WORDS = tuple(COMMAND_WORDS) + ("help", "version")  # no procedure may take their names
@@ -111,10 +110,6 @@ SUCCESS, COMPLETED, FAILURE, TIMEOUT, REJECTED = "success", "completed", "failur
 LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED = "limited", "unavailable", "interrupted"
 # Outcomes that count as a failure towards the threshold and get `, consecutive: x/y`.
 FAILING_OUTCOMES = (FAILURE, TIMEOUT, REJECTED)
-# How an outcome is painted: on a terminal (SGR), on the report's page (SPEC 19); red else.
-OUTCOME_COLORS = {SUCCESS: ("32", "#43a047"), COMPLETED: ("32", "#1b5e20"), LIMITED: ("33", "#f9a825"),
-                  UNAVAILABLE: ("33", "#ef6c00"), OUTCOME_INTERRUPTED: ("90", "#9e9e9e")}
-RED = ("31", "#e53935")  # (the other outcomes': failure, timeout, rejected)
 # Why an iteration did not succeed (SPEC 15), in the order in which the first that
 # applies is its cause: the provider's part first (auth and billing stop the run, a limit
 # or an outage is waited out), then the iteration's own.
@@ -1413,8 +1408,9 @@ def codex_windows(thread: str, env: Mapping[str, str]) -> Dict[str, tuple]:
     home = env.get("CODEX_HOME") or os.path.expanduser("~/.codex")
     limits: dict = {}
     with _suppress(OSError, ValueError):  # (no such file: max() of nothing)
-        with open(max(glob.glob(os.path.join(glob.escape(home), "sessions", "*", "*", "*", "rollout-*-%s.jsonl"
-                                             % glob.escape(thread)))), "rb") as stream:
+        found = glob.glob(os.path.join(glob.escape(home), "sessions", "*", "*", "*",
+                                       "rollout-*-%s.jsonl" % glob.escape(thread)))
+        with open(max(found), "rb") as stream:
             for line in stream:
                 with _suppress(ValueError, RecursionError):
                     payload = _mapping(_mapping(json.loads(line)).get("payload"))
@@ -4263,7 +4259,8 @@ class Activity:
                              if self.kind == "wait" else "%s still running (%s)" % (self.detail, spent))
         figures = [format_duration(now - self.since), plural(reader.tool_calls, "tool call") if reader.events
                    else "%s output" % format_bytes(reader.output_bytes)]
-        figures += [windows_words({name: reading for name, reading, _ in reader.windows})] if reader.windows else []
+        if reader.windows:
+            figures.append(windows_words({name: reading for name, reading, _ in reader.windows}))
         last = reader.last_tool if reader.events and (not doing or doing[0] != "tool") else ""
         return (" · ".join(["iteration " + self.label] + figures + what),
                 "Iteration %s still running (%s)" % (self.label, ", ".join(
@@ -5188,48 +5185,6 @@ def verify_course(summary: Mapping[str, Any]) -> str:
         ("baseline", " before"), ("last_verify", last)) if summary[key])
 
 
-def session_report(path: str, now: float) -> Dict[str, Any]:
-    """A session as `report` tells it (SPEC 19): its summary (as `status --json` has it)
-    and, from its events, each attempt (number, start, duration, outcome, cause and
-    reason, cost, commit), each wait and how long it lasted, each window reading, the
-    commits, and what to run next."""
-    events: List[Dict[str, Any]] = []
-    report = summarize_session(path, now, events=events)
-    attempts, waits, readings, commits = [], [], [], []
-    done: Dict[object, Dict[str, Any]] = {}  # a commit, by its iteration (it comes before the end)
-    waited: Dict[str, float] = collections.Counter()
-    for event, after in zip(events, events[1:] + [{"at": now}]):
-        name, number = event["event"], event.get("iteration")
-        if name == "iteration_end" and isinstance(number, int):
-            usage, seconds = _mapping(event.get("usage")), _number(event.get("seconds")) or 0.0
-            attempts.append({
-                "iteration": number, "started": iso_time(event["at"] - seconds), "seconds": seconds,
-                "outcome": str(event.get("outcome")), "cause": event.get("cause"), "reason": event.get("reason"),
-                "cost_usd": _number(usage.get("cost_usd")), "tokens": total_tokens(usage),
-                "commit": done.pop(number, None)})
-        elif name == "commit":
-            done[number] = {"hash": str(event.get("hash")), "subject": _one_line(str(event.get("message"))),
-                            "files": event.get("files")}
-            commits.append(done[number])
-        elif name == "limit" and event.get("wait_seconds"):  # (as long as it lasted: a signal may cut it)
-            kind = event.get("kind") if event.get("kind") in ("outage", HOLD_RESERVE, HOLD_PACE) else "limit"
-            seconds = round(max(min(_number(event.get("wait_seconds")) or 0, after["at"] - event["at"]), 0), 3)
-            waits.append({"kind": kind, "started": event["time"], "seconds": seconds})
-            waited[kind] += seconds
-        elif name == "window" and event.get("window") in WINDOWS and _number(event.get("utilization")) is not None:
-            readings.append({key: event.get(key) for key in ("time", "window", "utilization")})
-    files = SessionFiles.of(path)
-    report.update(
-        ended=events[-1]["time"] if events else None, log=files.log if files else None,
-        outcomes=dict(collections.Counter(attempt["outcome"] for attempt in attempts)),
-        causes=dict(collections.Counter(attempt["cause"] for attempt in attempts if attempt["cause"])),
-        worked_seconds=round(sum(attempt["seconds"] for attempt in attempts), 3), waited_seconds=dict(waited),
-        attempts=attempts, waits=waits, readings=readings, commits=commits,
-        next="resume %s" % files.base if files and report["resumable"] and report["state"] != RUN_RUNNING
-        else None)
-    return report
-
-
 def session_started(path: str) -> float:
     """When a session began: the time of its first line (0 when it cannot be read)."""
     try:
@@ -6039,7 +5994,8 @@ class Progress:
         self.always(self._paint("ERROR:", "31") + " " + message)
 
     def outcome(self, outcome: str) -> str:
-        return self._paint(outcome, OUTCOME_COLORS.get(outcome, RED)[0])
+        code = {SUCCESS: "32", COMPLETED: "32", LIMITED: "33", UNAVAILABLE: "33"}.get(outcome, "31")
+        return self._paint(outcome, code)
 
     # -- the activity under way -------------------------------------------------------------
 
@@ -6400,8 +6356,9 @@ class _Run:
                                                                    resets, status, threshold):
                 moved, windows[name] = True, (used, resets, status, threshold)
                 if self.log is not None:
-                    self.log.event("window", time=iso_time(seen), window=name, utilization=used, status=status,
-                                   threshold=threshold, resets_at=iso_time(resets) if resets else None)
+                    self.log.event("window", time=iso_time(seen), window=name, utilization=used,
+                                   status=status, threshold=threshold,
+                                   resets_at=iso_time(resets) if resets else None)
         if self.log is not None and moved:
             self.log.remember_windows(windows)
 
@@ -6834,11 +6791,8 @@ def build_parser() -> Any:
                       type=typed("--color", _Choice("auto", "always", "never").parse),
                       help="auto (default), always or never")
     other = parser.add_argument_group("options of the other commands")
-    other.add_argument("--json", action="store_true", help="config, status, report: print JSON")
-    other.add_argument("--all", action="store_true", help="status, report: every session, newest first")
-    other.add_argument("--since", metavar="WHEN", type=_parse_since,
-                       help="report: the sessions started since 12h, 2d, 90m or 2026-11-27T20:00")
-    other.add_argument("--html", metavar="FILE", help="report: one page with charts, to FILE (- for stdout)")
+    other.add_argument("--json", action="store_true", help="config, status: print JSON")
+    other.add_argument("--all", action="store_true", help="status: every session, newest first")
     other.add_argument("--force", action="store_true",
                        help="vendor: replace edited files (each kept as <file>.orig)")
     other.add_argument("-h", "--help", action="store_true", help="show this help")
@@ -6847,10 +6801,9 @@ def build_parser() -> Any:
 
 
 # Options that belong to some commands only, and the commands that take only a few.
-COMMAND_OPTIONS = {"json": ("config", "status", "report"), "all": ("status", "report"), "force": ("vendor",),
-                   "since": ("report",), "html": ("report",)}
+COMMAND_OPTIONS = {"json": ("config", "status"), "all": ("status",), "force": ("vendor",)}
 OWN_OPTIONS = {"status": ("--all", "--json", "--log-dir", "--config"), "list": ("--config",),
-               "vendor": ("--force",), "report": ("--all", "--since", "--json", "--html", "--log-dir", "--config")}
+               "vendor": ("--force",)}
 
 
 def parse_args(argv: Sequence[str]) -> Any:
@@ -7596,198 +7549,6 @@ def command_status(options: Any) -> int:
     return 0 if summaries else 1
 
 
-def _parse_since(text: str) -> float:
-    """--since: an age (12h, 2d, 90m, 30s) or a local time (2026-11-27T20:00), as an epoch."""
-    age = re.match(r"(\d+(?:\.\d+)?)([smhd])$", text)
-    if age:
-        return time.time() - float(age.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[age.group(2)]
-    for form in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
-        with _suppress(ValueError, OverflowError):
-            return time.mktime(time.strptime(text, form))
-    raise UsageError("--since must be an age (12h, 2d, 90m) or a time (2026-11-27T20:00), not '%s'" % text)
-
-
-def _report_rows(report: Dict[str, Any], cwd: str) -> List[Tuple[str, str]]:
-    """A session's report as (label, words) rows: the text's and the page's table."""
-    usage, waited, attempts = report["usage"] or {}, report["waited_seconds"], report["attempts"]
-    started, ended = (parse_iso_time(report[key]) for key in ("started", "ended"))
-    counted = ", ".join("%s %d" % item for item in sorted(report["outcomes"].items()))
-    causes = ", ".join("%s %d" % item for item in sorted(report["causes"].items()))
-    return [(label, clean(words)) for label, words in (
-        ("session", _display_path(report["session"], cwd)),
-        ("procedure", "%s in %s" % (report["procedure"], report["cwd"])),
-        ("when", "%s → %s (%s)" % (local_time(started), local_time(ended)[11:], format_duration(
-            (ended or 0) - (started or 0))) if started and ended else ""),
-        ("status", "%s: %s" % ("%s, exit %s" % (report["status"], report["exit_code"])
-                               if report["state"] == RUN_ENDED else report["state"], report["reason"])),
-        ("iterations", "%s%s%s" % (plural(len(attempts), "attempt"), ": " + counted if counted else "",
-                                            "; causes: " + causes if causes else "")),
-        ("time", "worked %s · waited %s%s" % (format_duration(report["worked_seconds"]), format_duration(
-            sum(waited.values())), " (%s)" % ", ".join("%s %s" % (kind, format_duration(seconds))
-                                                       for kind, seconds in sorted(waited.items())) if waited
-            else "")),
-        ("usage", " · ".join(describe_usage(usage, usage.get("tool_calls")))),
-        ("verify", verify_course(report)),
-        ("windows", " · ".join("%s %d%% → %d%%" % (WINDOWS[name][0], round(next(
-            r["utilization"] for r in report["readings"] if r["window"] == name) * 100), round(
-            last["utilization"] * 100)) for name, last in sorted(report["windows"].items()))),
-        ("commits", "%d" % len(report["commits"]) if report["commits"] else ""),
-        ("next", "python3 %s %s" % (_display_path(os.path.join(ROODA_DIR, "rooda.py"), cwd), report["next"])
-         if report["next"] else ""),
-        ("details", _display_path(report["log"], cwd) if report["log"] else ""),
-        ("skipped", "%s that did not parse" % plural(report["skipped_lines"], "line")
-         if report["skipped_lines"] else "")) if words]
-
-
-def _attempt_row(attempt: Dict[str, Any]) -> List[str]:
-    """An attempt's cells: number, start, duration, outcome, cost, and its reason or commit."""
-    done = attempt["commit"]
-    return ["%d" % attempt["iteration"], time.strftime("%H:%M:%S", time.localtime(
-        parse_iso_time(attempt["started"]) or 0)), format_duration(attempt["seconds"]), attempt["outcome"],
-        format_cost(attempt["cost_usd"]) if attempt["cost_usd"] is not None else "-",
-        clean(attempt["reason"] or ("%s %s" % (done["hash"][:7], done["subject"]) if done else ""))]
-
-
-def report_total(reports: List[Fields]) -> str:
-    """`2 sessions · 8 attempts (5 succeeded, 2 failed) · worked 6h40m · waited 1h31m · $18.40 · 11 commits`."""
-    attempts = [attempt for report in reports for attempt in report["attempts"]]
-    return "%s · %s (%d succeeded, %d failed) · worked %s · waited %s · %s · %s" % (
-        plural(len(reports), "session"), plural(len(attempts), "attempt"),
-        sum(a["outcome"] in (SUCCESS, COMPLETED) for a in attempts),
-        sum(a["outcome"] in FAILING_OUTCOMES for a in attempts),
-        format_duration(sum(r["worked_seconds"] for r in reports)),
-        format_duration(sum(sum(r["waited_seconds"].values()) for r in reports)),
-        format_cost(sum(a["cost_usd"] or 0 for a in attempts)), plural(sum(len(r["commits"]) for r in reports),
-                                                                       "commit"))
-
-
-def report_text(reports: List[Dict[str, Any]], cwd: str, columns: int | None = None) -> str:
-    """The morning report for a person: each session's rows, one line per attempt, its
-    commits; a total over several. Fitted to `columns` (a terminal's); never coloured:
-    the page (--html) is where it is painted."""
-    out: List[str] = []
-    for report in reports:
-        out += ["%-10s  %s" % row for row in _report_rows(report, cwd)] + [""]
-        out += ["%5s  %s  %9s  %-10s  %7s  %s" % tuple(_attempt_row(attempt)) for attempt in report["attempts"]]
-        out += ["  commit %s %s (%s)" % (done["hash"][:7], done["subject"], plural(done["files"] or 0, "file"))
-                for done in report["commits"]] + [""]
-    out += [report_total(reports)] if len(reports) > 1 else []
-    return "".join((_fit(line, columns) if columns else line) + "\n" for line in out)
-
-
-# The report's page (SPEC 19): self-contained -- inline CSS and SVG, no script, nothing
-# fetched -- and readable printed.
-REPORT_PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>rooda report</title>
-<style>
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;
-color:#212121;background:#fff}
-h1{font-size:1.5em;margin:0 0 .2em}h2{font-size:1.15em;margin:2em 0 .4em;border-bottom:2px solid #e0e0e0}
-h3{font-size:.95em;margin:1.2em 0 .3em;color:#555}
-pre{font:12.5px/1.5 ui-monospace,"DejaVu Sans Mono",Menlo,monospace;white-space:pre-wrap;background:#fafafa;
-border:1px solid #eee;padding:.6em .8em;margin:0}
-svg{width:100%;height:auto;display:block;background:#fafafa;border:1px solid #eee}.muted{color:#666}
-@media print{body{margin:0;max-width:none}section{break-inside:avoid-page}pre,svg{border-color:#ccc}}
-</style></head><body>
-<h1>rooda report</h1><p class="muted">{made}</p>
-{sections}
-</body></html>
-"""
-
-
-def _chart(title: str, height: int, shapes: Iterable[str]) -> str:
-    """A chart of the page: its heading, and an SVG 1000 units wide."""
-    return '<h3>%s</h3><svg viewBox="0 0 1000 %d" role="img" aria-label="%s">%s</svg>' % (
-        title, height, title, "".join(shapes))
-
-
-def _bar(x: float, y: float, width: float, height: float, color: str, title: str) -> str:
-    return '<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s</title></rect>' % (
-        x, y, max(width, 1.5), height, color, title)
-
-
-def report_html(reports: List[Dict[str, Any]], cwd: str, now: float) -> str:
-    """The morning report as one page: per session its rows; a timeline (a bar per
-    attempt, its length the duration, its colour the outcome, its tooltip the reason;
-    waits in grey); the cost per attempt with the cumulative cost; the windows'
-    utilisation over time; the attempts and the commits. Every text from a log is escaped."""
-    from html import escape
-    sections = []
-    for report in reports:
-        attempts, readings = report["attempts"], report["readings"]
-        spans = [(parse_iso_time(a["started"]) or 0, a["seconds"], OUTCOME_COLORS.get(a["outcome"], RED)[1],
-                  "#%d %s: %s" % (a["iteration"], a["outcome"], _attempt_row(a)[5])) for a in attempts]
-        spans += [(parse_iso_time(w["started"]) or 0, w["seconds"], "#bdbdbd", "waited for %s, %s" % (
-            w["kind"], format_duration(w["seconds"]))) for w in report["waits"]]
-        times = [parse_iso_time(r["time"]) or 0 for r in readings]  # (one time axis for both charts)
-        first = min([start for start, _, _, _ in spans] + times or [now])
-        span = max([start + seconds - first for start, seconds, _, _ in spans] + [t - first for t in times] + [1e-3])
-        parts = ["<section><h2>%s</h2>" % escape(os.path.basename(report["session"]))]
-        parts += [_chart("Timeline: %s to %s" % (local_time(first), local_time(first + span)), 48, (
-            _bar((start - first) / span * 1000, 8, seconds / span * 1000, 32, color, escape(said))
-            for start, seconds, color, said in spans))] if spans else []
-        costs = [a["cost_usd"] or 0 for a in attempts]
-        if any(costs):
-            width, top, total = 1000 / len(costs), max(costs), sum(costs)
-            running = [sum(costs[:index + 1]) for index in range(len(costs))]
-            parts.append(_chart("Cost per attempt (at most %s) and in all (%s)" % (
-                format_cost(top), format_cost(total)), 160, [_bar(
-                    index * width + 1, 150 - cost / top * 140, width - 2, cost / top * 140, "#7986cb",
-                    "#%d %s" % (attempts[index]["iteration"], format_cost(cost))) for index, cost in enumerate(costs)
-                ] + ['<polyline points="%s" fill="none" stroke="#c62828" stroke-width="2"/>' % " ".join(
-                    "%.1f,%.1f" % ((index + 0.5) * width, 150 - spent / total * 140)
-                    for index, spent in enumerate(running))]))
-        colors = dict(zip(sorted(report["windows"]), ("#1e88e5", "#8e24aa", "#00897b")))
-        parts += [_chart("Subscription windows over the timeline's time: %s" % " · ".join(
-            '<b style="color:%s">%s</b>' % (color, windows_words({name: report["windows"][name]}))
-            for name, color in colors.items()), 150, ('<polyline points="%s" fill="none" stroke="%s" '
-                                                      'stroke-width="2"/>' % (" ".join(
-                                                          "%.1f,%.1f" % ((moment - first) / span * 1000, 145 - min(
-                                                              r["utilization"], 1) * 140)
-                                                          for moment, r in zip(times, readings) if r["window"] == name
-                                                      ), color) for name, color in colors.items()))] if readings else []
-        parts.append("<h3>The session, its attempts and its commits</h3><pre>%s</pre>" % escape(report_text(
-            [report], cwd)))
-        sections.append("".join(parts) + "</section>")
-    return REPORT_PAGE.replace("{made}", escape("%s · %s · rooda %s" % (
-        report_total(reports), local_time(now), __version__))).replace(
-        "{sections}", "\n".join(sections))
-
-
-def command_report(options: Any) -> int:
-    """`report [SESSION...] [--all] [--since D] [--json | --html FILE]`: what the sessions
-    did (SPEC 19); the newest by default; exit 1 when there is none."""
-    if options.json and options.html:
-        raise UsageError("--json and --html: choose one")
-    named, options.words = options.words, []
-    try:
-        directory, sessions = _sessions(options)
-        if named:
-            sessions = [find_sessions(directory, _display_path(directory, os.getcwd()), name)[0] for name in named]
-    except RoodaError as exc:
-        sys.stderr.write("rooda: %s\n" % exc)
-        return 1
-    if options.since is not None:
-        sessions = [path for path in sessions if session_started(path) >= options.since]
-    elif not options.all and not named:
-        sessions = sessions[:1]
-    now, cwd = time.time(), os.getcwd()
-    reports = [session_report(path, now) for path in reversed(sessions)]  # (oldest first: a night in order)
-    if options.html and options.html != "-":
-        try:
-            with open(options.html, "w", encoding="utf-8") as stream:
-                stream.write(report_html(reports, cwd, now))
-        except OSError as exc:
-            raise RoodaError("cannot write %s: %s" % (options.html, exc.strerror)) from None
-        sys.stderr.write("rooda: the report of %s is in %s\n" % (plural(len(reports), "session"), options.html))
-    else:
-        import shutil
-        write_stdout(report_html(reports, cwd, now) if options.html else "".join(
-            json.dumps(report, ensure_ascii=False) + "\n" for report in reports) if options.json else
-            report_text(reports, cwd, shutil.get_terminal_size().columns if sys.stdout.isatty() else None))
-    return 0 if reports else 1
-
-
 def _resume_context(events: List[Fields]) -> Tuple[str | None, _Attempt | None]:
     """What a resumed session needs besides its counts (SPEC 16), from its events: the
     prompt it read from stdin, and the iteration the next attempt is told of -- the last
@@ -7828,7 +7589,7 @@ def command_resume(options: Any) -> int:
     here = os.path.realpath(os.getcwd())
     for path in sessions:  # named, or the newest started here: its agent and gates run here
         try:
-            events = []
+            events: List[Fields] = []
             summary, shown = summarize_session(path, events=events), os.path.basename(path)
         except OSError as exc:
             raise RoodaError("cannot read %s: %s" % (path, exc.strerror)) from None
@@ -7897,8 +7658,7 @@ def dispatch(options: Any) -> int:
                 "info": lambda: command_info(options, words[0]),
                 "doctor": lambda: command_doctor(options, first),
                 "vendor": lambda: command_vendor(options, words[0]),
-                "status": lambda: command_status(options), "resume": lambda: command_resume(options),
-                "report": lambda: command_report(options)}
+                "status": lambda: command_status(options), "resume": lambda: command_resume(options)}
     if command in handlers:
         return handlers[command]()
     if command == "prompt":

@@ -46,10 +46,9 @@ PYTHON = sys.executable
 QUICK = "--quick" in sys.argv
 # --rows 2,3 runs only those rows (while working on one figure)
 ROWS = {int(r) for r in sys.argv[sys.argv.index("--rows") + 1].split(",")} if "--rows" in sys.argv \
-    else {1, 2, 3, 4, 5, 6, 7, 8, 9}
+    else {1, 2, 3, 4, 5, 6, 7, 8}
 TARGETS = {"startup_ms": 35.0, "iteration_ratio": 0.6, "stream_ratio": 0.4, "rss_ratio": 1.3,
-           "signal_ms": 100.0, "structured_mbps": 200.0, "status_all_s": 1.0, "quiet_cpu_s": 0.1,
-           "report_s": 1.0, "report_html_mb": 2.0}
+           "signal_ms": 100.0, "structured_mbps": 200.0, "status_all_s": 1.0, "quiet_cpu_s": 0.1}
 
 WRITER = r'''
 import os, sys
@@ -491,56 +490,6 @@ def row_status_all(rounds, work):
     return {"status_all_s": took}
 
 
-def row_report(rounds, work):
-    """SPEC 19: a session of 1,000 iterations (failures with reasons, commits, a wait,
-    window readings) reported as text and as the HTML page: each under a second, the
-    page under 2 MB."""
-    import json
-
-    logs = os.path.join(work, "night")
-    os.makedirs(logs)
-    moment = [1795737600.0]
-
-    def at(seconds=0.0):
-        moment[0] += seconds
-        return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(moment[0]))
-    events = [{"event": "session_start", "time": at(), "procedure": "build", "cwd": "/home/me/project",
-               "max_iterations": 1000, "pid": 4242, "argv": ["build", "-n", "1000"]}]
-    for number in range(1, 1001):
-        failed = number % 4 == 0
-        events.append({"event": "iteration_start", "time": at(1), "iteration": number})
-        if not failed:
-            events.append({"event": "commit", "time": at(280), "iteration": number, "hash": "%07x" % number,
-                           "files": 3, "message": "build %d: a change of some length to show\n\nRooda-Session: x"
-                           % number})
-        events.append({"event": "iteration_end", "time": at(30), "iteration": number, "seconds": 310.0,
-                       "outcome": "failure" if failed else "success", "cause": "verify" if failed else None,
-                       "reason": "verify exit 1: 3 failed, 10 passed <tests/test_x.py>" if failed else None,
-                       "usage": {"cost_usd": 0.31, "input_tokens": 39210, "output_tokens": 2200}})
-        if number % 10 == 0:
-            events.append({"event": "window", "time": at(), "window": "five_hour", "utilization": number / 1000,
-                           "resets_at": at(), "status": "allowed", "threshold": None})
-        if number == 500:
-            events.append({"event": "limit", "time": at(), "kind": "five_hour", "message": "limit",
-                           "resets_at": at(), "wait_seconds": 3600})
-            at(3600)
-    events.append({"event": "session_end", "time": at(1), "status": "completed", "exit_code": 0,
-                   "reason": "max iterations", "iterations": 1000, "seconds": moment[0] - 1795737600.0})
-    with open(os.path.join(logs, "session-20261124-010000.jsonl"), "w") as stream:
-        stream.write("".join(json.dumps(event) + "\n" for event in events))
-    page = os.path.join(work, "night.html")
-    text = statistics.median(run([PYTHON, ROODA, "report", "--log-dir", logs]) for _ in range(rounds))
-    html = statistics.median(run([PYTHON, ROODA, "report", "--log-dir", logs, "--html", page])
-                             for _ in range(rounds))
-    size = os.path.getsize(page) / 1e6
-    print("9. report                1,000 iterations, text       %8.2f s                target < %.0f s: %s"
-          % (text, TARGETS["report_s"], verdict(text < TARGETS["report_s"])))
-    print("                         the HTML page               %8.2f s, %.2f MB        target < %.0f s, < %.0f MB: %s"
-          % (html, size, TARGETS["report_s"], TARGETS["report_html_mb"],
-             verdict(html < TARGETS["report_s"] and size < TARGETS["report_html_mb"])))
-    return {"report_s": text, "report_html_s": html, "report_html_mb": size}
-
-
 def tree_cpu_seconds(root):
     """User + system CPU so far of a process and its descendants, from /proc (Linux)."""
     parents, cpu = {}, {}
@@ -618,8 +567,6 @@ def main():
             figures.update(row_status_all(3 if QUICK else 5, work))
         if 8 in ROWS:
             figures.update(row_quiet_cpu(work, 10 if QUICK else 60))
-        if 9 in ROWS:
-            figures.update(row_report(3 if QUICK else 5, work))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("\n(%.0f s)" % (time.monotonic() - started))
