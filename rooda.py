@@ -629,18 +629,18 @@ class YamlSubsetParser:
 
     # -- errors and line helpers ----------------------------------------------------
 
-    def error(self, message: str, index: int, col: int) -> ConfigError:
+    def error(self, message: str, index: int, col: int) -> "NoReturn":
         source = self.lines[index] if 0 <= index < len(self.lines) else None
-        return ConfigError(message, self.path, index + 1, col + 1, source)
+        raise ConfigError(message, self.path, index + 1, col + 1, source)
 
-    def refuse(self, what: str, hint: str, index: int, col: int) -> ConfigError:
-        return self.error("%s %s; %s" % (what, _YAML_UNSUPPORTED, hint), index, col)
+    def refuse(self, what: str, hint: str, index: int, col: int) -> "NoReturn":
+        self.error("%s %s; %s" % (what, _YAML_UNSUPPORTED, hint), index, col)
 
     def indent_of(self, index: int) -> int:
         line = self.lines[index]
         indent = len(line) - len(line.lstrip(" "))
         if line[indent:indent + 1] == "\t":
-            raise self.error("tab in indentation; indent with spaces", index, indent)
+            self.error("tab in indentation; indent with spaces", index, indent)
         return indent
 
     def is_blank(self, index: int) -> bool:
@@ -661,30 +661,30 @@ class YamlSubsetParser:
             return None
         line = self.lines[start]
         if line.startswith("%"):
-            raise self.refuse("directives (%YAML, %TAG)", "remove the line", start, 0)
+            self.refuse("directives (%YAML, %TAG)", "remove the line", start, 0)
         if line.rstrip() == "---" or line.startswith("--- "):
             rest = line[3:].strip()
             if rest and not rest.startswith("#"):
-                raise self.error("put the document on the line after '---'", start, 4)
+                self.error("put the document on the line after '---'", start, 4)
             self.index += 1
             start = self.next_content()
             if start is None:
                 return None
         if self.indent_of(start) != 0:
-            raise self.error("the document must start at column 1", start, self.indent_of(start))
+            self.error("the document must start at column 1", start, self.indent_of(start))
         value = self.parse_block(0, ())
         end = self.next_content()
         if end is not None:
             text = self.lines[end].rstrip()
             if text == "---" or text.startswith("--- "):
-                raise self.refuse("several documents", "keep one (a single leading '---' is fine)", end, 0)
+                self.refuse("several documents", "keep one (a single leading '---' is fine)", end, 0)
             if text == "...":
                 self.index += 1
                 following = self.next_content()
                 if following is None:
                     return value
-                raise self.refuse("several documents", "keep one", following, 0)
-            raise self.error("unexpected text at this indentation", end, self.indent_of(end))
+                self.refuse("several documents", "keep one", following, 0)
+            self.error("unexpected text at this indentation", end, self.indent_of(end))
         return value
 
     # -- blocks -----------------------------------------------------------------------
@@ -710,8 +710,8 @@ class YamlSubsetParser:
         if current < indent:
             return None
         if current > indent:
-            raise self.error("unexpected indentation (the %s start at column %d)"
-                             % (what, indent + 1), index, current)
+            self.error("unexpected indentation (the %s start at column %d)"
+                       % (what, indent + 1), index, current)
         return index
 
     def parse_mapping(self, indent: int, key_path: tuple) -> dict:
@@ -725,15 +725,15 @@ class YamlSubsetParser:
                 break
             content = line[indent:]
             if _is_item(content):
-                raise self.error("a sequence item where a key was expected", index, indent)
+                self.error("a sequence item where a key was expected", index, indent)
             split = self.split_key(index, indent)
             if split is None:
-                raise self.error("expected 'key: value'", index, indent)
+                self.error("expected 'key: value'", index, indent)
             key, rest, rest_col = split
             path = key_path + (key,)
             if key in result:
-                raise self.error("duplicate key '%s' (first defined on line %d)"
-                                 % (key, self.positions[path][0]), index, indent)
+                self.error("duplicate key '%s' (first defined on line %d)"
+                           % (key, self.positions[path][0]), index, indent)
             self.positions[path] = (index + 1, indent + 1)
             self.index = index + 1
             result[key] = self.parse_value(rest, index, rest_col, indent, path)
@@ -754,7 +754,7 @@ class YamlSubsetParser:
             after = content[1:]
             spaces = len(after) - len(after.lstrip(" "))
             if after[spaces:spaces + 1] == "\t":
-                raise self.error("tab after '-'; use spaces", index, indent + 1 + spaces)
+                self.error("tab after '-'; use spaces", index, indent + 1 + spaces)
             rest = after[spaces:]
             item_col = indent + 1 + spaces
             if not rest or rest.startswith("#"):
@@ -790,8 +790,8 @@ class YamlSubsetParser:
         if not rest or rest.startswith("#"):
             return self.parse_nested(parent_indent, key_path, allow_same_indent_sequence=True)
         if _is_item(rest):
-            raise self.error("a sequence cannot start on its key's line; put '- item' on the"
-                             " next line", index, col)
+            self.error("a sequence cannot start on its key's line; put '- item' on the"
+                       " next line", index, col)
         return self.parse_inline(rest, index, col, parent_indent)
 
     # -- values on one line -------------------------------------------------------------
@@ -800,7 +800,7 @@ class YamlSubsetParser:
         """A value that starts at line `index`, column `col`; self.index is past its line."""
         first = text[:1]
         if first in _YAML_REFUSED:
-            raise self.refuse(*_YAML_REFUSED[first], index, col)
+            self.refuse(*_YAML_REFUSED[first], index, col)
         if first in ("|", ">"):
             return self.parse_block_scalar(text, index, col, parent_indent)
         if first in ("[", "{", '"', "'"):  # a closed value: only a comment may follow it
@@ -809,9 +809,9 @@ class YamlSubsetParser:
             self.expect_end(text, end, index, col, "the closing bracket" if flow else "the quoted string")
             return value
         if first in ("@", "`", "%"):
-            raise self.error("'%s' cannot start a plain value; quote the value" % first, index, col)
+            self.error("'%s' cannot start a plain value; quote the value" % first, index, col)
         if text.startswith("? ") or text == "?":
-            raise self.refuse("complex keys (? key)", "use a plain or quoted key", index, col)
+            self.refuse("complex keys (? key)", "use a plain or quoted key", index, col)
         plain = self.plain_text(text, index, col)
         # A plain scalar may continue on more-indented lines (folded with spaces).
         parts = [plain]
@@ -835,8 +835,8 @@ class YamlSubsetParser:
                 break
             continuation = self.lines[following][current:]
             if self.split_key(following, current) is not None or continuation.startswith("- "):
-                raise self.error("unexpected indentation (is a key missing its value, or a"
-                                 " value over-indented?)", following, current)
+                self.error("unexpected indentation (is a key missing its value, or a"
+                           " value over-indented?)", following, current)
             parts.append(self.plain_text(continuation, following, current))
             self.index = following + 1
         if len(parts) == 1:
@@ -852,7 +852,7 @@ class YamlSubsetParser:
         colon = value.find(": ")
         if colon >= 0 or value.endswith(":"):
             at = colon if colon >= 0 else len(value) - 1
-            raise self.error("': ' inside a plain value; quote the value", index, col + at)
+            self.error("': ' inside a plain value; quote the value", index, col + at)
         return value
 
     def expect_end(self, text: str, end: int, index: int, col: int, what: str) -> None:
@@ -860,7 +860,7 @@ class YamlSubsetParser:
         rest = text[end:]
         stripped = rest.lstrip(" \t")
         if stripped and not (stripped.startswith("#") and stripped != rest):
-            raise self.error("unexpected text after %s" % what, index, col + end + len(rest) - len(stripped))
+            self.error("unexpected text after %s" % what, index, col + end + len(rest) - len(stripped))
 
     def parse_quoted(self, text: str, start: int, index: int, col: int) -> Tuple[str, int]:
         """A quoted scalar at text[start]; (value, index after the closing quote)."""
@@ -883,21 +883,19 @@ class YamlSubsetParser:
                     continue
                 if code in _YAML_HEX_ESCAPES:
                     digits = text[position + 2:position + 2 + _YAML_HEX_ESCAPES[code]]
-                    try:
-                        if len(digits) != _YAML_HEX_ESCAPES[code]:
-                            raise ValueError
-                        out.append(chr(int(digits, 16)))
-                    except ValueError:
-                        raise self.error("invalid escape '\\%s%s' in a double-quoted string"
-                                         % (code, digits), index, col + position) from None
-                    position += 2 + len(digits)
-                    continue
-                raise self.error("unknown escape sequence '\\%s' in a double-quoted string"
-                                 % code, index, col + position)
+                    with _suppress(ValueError):  # (the error is raised outside: no chained ValueError)
+                        if len(digits) == _YAML_HEX_ESCAPES[code]:
+                            out.append(chr(int(digits, 16)))
+                            position += 2 + len(digits)
+                            continue
+                    self.error("invalid escape '\\%s%s' in a double-quoted string"
+                               % (code, digits), index, col + position)
+                self.error("unknown escape sequence '\\%s' in a double-quoted string"
+                           % code, index, col + position)
             out.append(char)
             position += 1
-        raise self.error("unterminated quoted string (a quoted string must end on its line;"
-                         " use | for multi-line text)", index, col + start)
+        self.error("unterminated quoted string (a quoted string must end on its line;"
+                   " use | for multi-line text)", index, col + start)
 
     def parse_flow(self, text: str, index: int, col: int) -> Tuple[object, int]:
         """A one-line flow collection of scalars; (value, index after its bracket)."""
@@ -915,13 +913,13 @@ class YamlSubsetParser:
         def scalar(at: int, stops: str) -> Tuple[object, int, bool]:
             at = skip_spaces(at)
             if at >= len(text):
-                raise self.refuse("multi-line flow collections", "close the bracket on the same"
-                                  " line, or use block style ('- item')", index, col)
+                self.refuse("multi-line flow collections", "close the bracket on the same"
+                            " line, or use block style ('- item')", index, col)
             char = text[at]
             if char in "[{":
-                raise self.refuse("nested flow collections", "use block style", index, col + at)
+                self.refuse("nested flow collections", "use block style", index, col + at)
             if char in _YAML_REFUSED:
-                raise self.refuse(*_YAML_REFUSED[char], index, col + at)
+                self.refuse(*_YAML_REFUSED[char], index, col + at)
             if char in "\"'":
                 value, end = self.parse_quoted(text, at, index, col)
                 return value, skip_spaces(end), True
@@ -938,32 +936,32 @@ class YamlSubsetParser:
         while True:
             position = skip_spaces(position)
             if position >= len(text) or text[position] == "#":
-                raise self.refuse("multi-line flow collections", "close the bracket on the same"
-                                  " line, or use block style ('- item')", index, col)
+                self.refuse("multi-line flow collections", "close the bracket on the same"
+                            " line, or use block style ('- item')", index, col)
             if text[position] == closing:
                 position += 1
                 break
             if opening == "[":
                 value, position, present = scalar(position, ",]")
                 if not present:
-                    raise self.error("empty entry in a flow sequence", index, col + position)
+                    self.error("empty entry in a flow sequence", index, col + position)
                 items.append(value)
             else:
                 key, position, present = scalar(position, ",}:")
                 if not present:
-                    raise self.error("empty key in a flow mapping", index, col + position)
+                    self.error("empty key in a flow mapping", index, col + position)
                 if text[position:position + 1] != ":":
-                    raise self.error("expected 'key: value' in a flow mapping", index, col + position)
+                    self.error("expected 'key: value' in a flow mapping", index, col + position)
                 key = _scalar_text(key)  # (a string as it is)
                 if key in mapping:
-                    raise self.error("duplicate key '%s'" % key, index, col + position)
+                    self.error("duplicate key '%s'" % key, index, col + position)
                 value, position, _ = scalar(position + 1, ",}")
                 mapping[key] = value
             position = skip_spaces(position)
             if text[position:position + 1] == ",":
                 position += 1
             elif text[position:position + 1] not in ("", "#", closing):  # (those: at the loop's top)
-                raise self.error("expected ',' or '%s'" % closing, index, col + position)
+                self.error("expected ',' or '%s'" % closing, index, col + position)
         return (items if opening == "[" else mapping), position
 
     def parse_block_scalar(self, header: str, index: int, col: int, parent_indent: int) -> str:
@@ -975,9 +973,9 @@ class YamlSubsetParser:
             if char in "-+" and chomp == "clip":
                 chomp = "strip" if char == "-" else "keep"
             elif char.isdigit():
-                raise self.refuse("indentation indicators (|2)", "indent the text consistently", index, col)
+                self.refuse("indentation indicators (|2)", "indent the text consistently", index, col)
             else:
-                raise self.error("unexpected '%s' after '%s'" % (char, style), index, col)
+                self.error("unexpected '%s' after '%s'" % (char, style), index, col)
         lines = []
         block_indent = None
         position = index + 1
@@ -992,7 +990,7 @@ class YamlSubsetParser:
             if block_indent is None and current <= parent_indent:
                 break
             if line[current:current + 1] == "\t" and (block_indent is None or current < block_indent):
-                raise self.error("tab in indentation; indent with spaces", position, current)
+                self.error("tab in indentation; indent with spaces", position, current)
             if block_indent is None:
                 block_indent = current
             elif current < block_indent:
@@ -1030,7 +1028,7 @@ class YamlSubsetParser:
         if not text:
             return None
         if text.startswith("? ") or text == "?":
-            raise self.refuse("complex keys (? key)", "use a plain or quoted key", index, col)
+            self.refuse("complex keys (? key)", "use a plain or quoted key", index, col)
         if text[0] in "\"'":
             try:
                 key, end = self.parse_quoted(text, 0, index, col)
@@ -1044,7 +1042,7 @@ class YamlSubsetParser:
         else:
             if text[0] in "[{#&*!|>%@`-" and not (text[0] == "-" and text[1:2] not in (" ", "")):
                 if text[0] in _YAML_REFUSED and ":" in text:
-                    raise self.refuse(*_YAML_REFUSED[text[0]], index, col)
+                    self.refuse(*_YAML_REFUSED[text[0]], index, col)
                 return None
             colon = re.search(r":(?=[ \t]|$)", text)  # the first ':' that ends a key
             comment = text.find(" #")
@@ -1055,7 +1053,7 @@ class YamlSubsetParser:
             if not key:
                 return None
             if key == "<<":
-                raise self.refuse("merge keys (<<)", "repeat the keys", index, col)
+                self.refuse("merge keys (<<)", "repeat the keys", index, col)
             rest_start = position + 1
         rest = text[rest_start:]
         value = rest.lstrip(" \t")
@@ -4241,8 +4239,9 @@ class Activity:
     agent of iteration `label`, whose reader says what it does."""
 
     def __init__(self, kind: str, detail: str = "", since: float | None = None,
-                 reader: Reader | None = None, label: str = "") -> None:
+                 reader: Reader | None = None, label: str = "", windows: Mapping[str, tuple] = {}) -> None:
         self.kind, self.detail, self.reader, self.label = kind, detail, reader, label
+        self.windows = windows  # the run's last readings (Codex's come after its iteration)
         self.since = time.monotonic() if since is None else since
 
     def doing(self) -> Doing | None:
@@ -4259,8 +4258,9 @@ class Activity:
                              if self.kind == "wait" else "%s still running (%s)" % (self.detail, spent))
         figures = [format_duration(now - self.since), plural(reader.tool_calls, "tool call") if reader.events
                    else "%s output" % format_bytes(reader.output_bytes)]
-        if reader.windows:
-            figures.append(windows_words({name: reading for name, reading, _ in reader.windows}))
+        known = dict(self.windows, **{name: reading for name, reading, _ in reader.windows})
+        if known:
+            figures.append(windows_words(known))
         last = reader.last_tool if reader.events and (not doing or doing[0] != "tool") else ""
         return (" · ".join(["iteration " + self.label] + figures + what),
                 "Iteration %s still running (%s)" % (self.label, ", ".join(
@@ -6324,7 +6324,8 @@ class _Run:
         if schema and cli:  # before a closing `-` (the prompt on stdin), as the CLI reads it
             at = len(argv) - (argv[-1:] == ["-"])
             argv[at:at] = [cli.schema_flag, schema]
-        ticker = self.progress.begin(Activity("agent", since=started, reader=reader, label=label))
+        ticker = self.progress.begin(Activity("agent", since=started, reader=reader, label=label,
+                                              windows=self.state.windows))
         try:
             attempt.result = result = run_agent(
                 argv, attempt.prompt, env=env, cwd=plan.cwd, on_stdout=reader.on_stdout,

@@ -277,6 +277,13 @@ def test_the_status_line_shows_the_windows_while_the_agent_works():
         "windows": [("five_hour", (0.46, None, None, None), 1.0), ("seven_day", (0.81, None, None, None), 2.0)]})()
     line, heartbeat = rooda.Activity("agent", reader=reader, label="2/5").lines()
     assert "iteration 2/5 · " in line and "5h 46% · 7d 81%" in line and "5h 46% · 7d 81%" in heartbeat
+    # Codex's readings come after its iteration: the run's last ones show until then,
+    # and a fresh reading of the stream wins over them.
+    quiet = type("Quiet", (rooda.Reader,), {"events": 1, "activity": lambda self: ("thinking", "", time.monotonic())})()
+    line, _ = rooda.Activity("agent", reader=quiet, label="3/5", windows={"seven_day": (0.84, None, None, None)}).lines()
+    assert "7d 84%" in line
+    line, _ = rooda.Activity("agent", reader=reader, label="3/5", windows={"five_hour": (0.1, None, None, None)}).lines()
+    assert "5h 46% · 7d 81%" in line
 
 
 def test_status_during_a_reserve_hold_names_the_iteration_it_holds_back(workspace, agent, tmp_path):
