@@ -4779,11 +4779,12 @@ def _replace_json(path: str, record: object) -> None:
 
 def remembered_windows(directory: str | None, now: float) -> Dict[str, tuple]:
     """The readings of the windows that runs in this log directory remembered, those
-    whose reset lies ahead: iteration 1 is judged before it spends (SPEC 18)."""
+    whose reset lies ahead: iteration 1 is judged before it spends (SPEC 18). None with
+    --no-log: nothing is remembered then."""
     try:
-        with open(os.path.join(directory or "", SessionFiles.WINDOWS)) as stream:
+        with open(os.path.join(directory, SessionFiles.WINDOWS)) as stream:  # type: ignore[arg-type]
             saved = _mapping(json.load(stream))
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError, RecursionError, TypeError):
         return {}
     return {name: tuple(reading) for name, reading in saved.items() if name in WINDOWS and
             isinstance(reading, list) and len(reading) == 4 and _number(reading[0]) is not None and

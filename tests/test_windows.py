@@ -315,3 +315,12 @@ def test_a_reading_is_logged_at_the_moment_it_came(workspace, agent, capfd, tmp_
     events = session_events(logs)
     moments = [rooda.parse_iso_time(e["time"]) for e in events if e["event"] == "window" and e["window"] == "five_hour"]
     assert len(moments) == 2 and moments[1] - moments[0] >= 0.45
+
+
+def test_without_logs_nothing_is_remembered_and_no_file_here_is_read(workspace, agent, capfd, tmp_path):
+    (workspace / "windows.json").write_text(json.dumps({"seven_day": [0.99, 9e9, None, None]}))
+    write_config(workspace, {"loop": {"reserve": {"seven_day": 0.3}, "on_limit": "stop"}})
+    agent.script({"actions": [{"out": events_line(OK_RESULT)}]})
+    code, _, err = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--ai-format", "claude", "--no-log", "-n", "1",
+                            "--no-verify-baseline")
+    assert code == 0 and agent.calls == 1 and "Subscription windows" not in err, err
