@@ -122,6 +122,7 @@ PROVIDER_CAUSES = (CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE)
 WINDOWS = {"five_hour": ("5h", 5 * 3600), "seven_day": ("7d", 7 * 86400),
            "seven_day_overage_included": ("7d+", 7 * 86400)}
 HOLD_RESERVE, HOLD_PACE = "reserve", "pace"
+HOLDS = (HOLD_RESERVE, HOLD_PACE)
 GATE_VERIFY, GATE_DONE_WHEN, GATE_GIT = "verify", "done_when", "git"  # the gates' names in the logs
 # How a run ended (the .jsonl's session_end.status); STOPS gives each its exit code.
 STATUS_COMPLETED, STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR = "completed", "aborted", "stuck", "error"
@@ -4513,7 +4514,7 @@ def _limit_words(trouble: ProviderTrouble, now: float) -> str:
     """`usage limit (five_hour): <message>; it resets at 21:03 (in 2h14m)` or `...; the
     provider did not say when it resets`."""
     text = "usage limit (%s): %s" % (trouble.limit, _one_line(trouble.message, 200))
-    if trouble.limit in (HOLD_RESERVE, HOLD_PACE):  # (it resets, or the pace allows more)
+    if trouble.limit in HOLDS:  # (it resets, or the pace allows more)
         text = trouble.message
     if trouble.resets_at is None:
         return text + "; the provider did not say when it resets"
@@ -4621,7 +4622,7 @@ def wait_words(trouble: ProviderTrouble, wait: float, now: float, waits: int) ->
         return "Provider unavailable: %s; retrying in %s (attempt %d)." % (
             _one_line(trouble.message.split(". ")[0], 100), format_budget(round(wait)), waits), \
             "provider unavailable"
-    if trouble.limit in (HOLD_RESERVE, HOLD_PACE):
+    if trouble.limit in HOLDS:
         return "%s%s; waiting until %s (%s)." % (trouble.message[0].upper(), trouble.message[1:], clock_words(
             now + wait, now), format_duration(wait)), trouble.message.split(":")[0]
     return "Usage limit reached (%s): %s; waiting until %s (%s)." % (
@@ -5200,7 +5201,7 @@ def find_sessions(directory: str, shown: str, named: str | None = None) -> List[
     stamp (`20261124-120000`, a `-2` suffix included) -- or else every session of
     `directory`, newest first by start time (whatever time zone wrote their names). Only
     regular files count (a FIFO named like one would hang the reader)."""
-    if named:
+    if named is not None:  # ("" names no session: it is not "every session")
         for candidate in (named, os.path.join(directory, named), os.path.join(directory, "session-" + named)):
             files = SessionFiles.of(candidate)
             if files and os.path.isfile(files.jsonl):
@@ -5434,7 +5435,7 @@ def session_log_pathspecs(repo: GitRepository, log_dir: str | None) -> List[str]
     escaped = re.sub(r"([*?\[\\])", r"\\\1", relative.replace(os.sep, "/"))
     prefix = "" if relative == "." else escaped + "/"
     suffixes = sorted({name.rsplit(".", 1)[1] for name in SessionFiles.SUFFIXES})
-    return [":(top,glob)%s%s" % (prefix, name) for name in [SessionFiles.WINDOWS] + [
+    return [":(top,glob)%s%s" % (prefix, name) for name in [SessionFiles.WINDOWS + "*"] + [
         "%s.%s" % (SessionFiles.GLOB, suffix) for suffix in suffixes]]
 
 
@@ -5493,7 +5494,7 @@ def untracked_files(run_git: RunGit, repo: GitRepository | None,
     result = run_git(["ls-files", "--others", "--exclude-standard", "--full-name", "-z"])
     top = os.path.realpath(repo.top)
     logs = os.path.relpath(os.path.realpath(log_dir or top), top).replace(os.sep, "/")
-    own = re.compile(("" if logs == "." else re.escape(logs) + "/") + "(%s|%s$)" % (
+    own = re.compile(("" if logs == "." else re.escape(logs) + "/") + "(%s|%s)" % (  # (and its .tmp, mid-write)
         SessionFiles.BASE, re.escape(SessionFiles.WINDOWS)))
     return [name for name in result.out.split("\0") if name and not own.match(name)]
 
@@ -6513,7 +6514,7 @@ class _Run:
         down and interruptible -- or stop with exit 4 when the wait would pass what the
         run may wait (limit_wait, outage_wait, max_time) or on_limit says stop."""
         plan, state, progress = self.plan, self.state, self.progress
-        outage, held = trouble.kind == CAUSE_OUTAGE, trouble.limit in (HOLD_RESERVE, HOLD_PACE)
+        outage, held = trouble.kind == CAUSE_OUTAGE, trouble.limit in HOLDS
         state.waits_since = state.waits_since or time.monotonic()
         now = time.time()
         wait, beyond = provider_wait(trouble, plan, max(state.waits, 1), time.monotonic() - state.waits_since,
@@ -7464,7 +7465,7 @@ def command_vendor(options: Any, directory: str) -> int:
 def _status_text(summary: Fields, cwd: str, now: float) -> str:
     """The summary for a person."""
     cap, state, pid = summary["max_iterations"], summary["state"], summary["pid"]
-    held = summary["waiting_for"] in (HOLD_RESERVE, HOLD_PACE)  # (before the next iteration)
+    held = summary["waiting_for"] in HOLDS  # (before the next iteration)
     number = "%s%s" % ((summary["iterations"] or 0) + 1 if held else summary["iteration"] or 1,
                        "/%d" % cap if cap else "")
     until = parse_iso_time(summary["waiting_until"]) if summary["waiting_until"] else None

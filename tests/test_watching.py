@@ -510,3 +510,13 @@ def test_status_all_reads_a_long_sessions_first_line_and_tail(workspace, tmp_pat
     code, lines, _ = status(logs, "--all", "--json")
     died, ended = [json.loads(line) for line in lines.splitlines()]
     assert (died["consecutive_failures"], ended["consecutive_failures"]) == (0, None)  # None: not read
+
+
+def test_an_empty_session_name_is_no_session_not_every_one(tmp_path):
+    # (a truthiness rewrite once read "" as "no name given" and showed the newest session)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "session-20261124-100000.jsonl").write_text(
+        '{"event": "session_start", "time": "2026-11-24T10:00:00.000Z", "procedure": "build"}\n')
+    code, out, err = status(logs, "")
+    assert code == 1 and out == "" and "no such session" in err

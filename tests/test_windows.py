@@ -324,3 +324,22 @@ def test_without_logs_nothing_is_remembered_and_no_file_here_is_read(workspace, 
     code, _, err = run_main(capfd, "build", "--ai-cmd", agent.cmd, "--ai-format", "claude", "--no-log", "-n", "1",
                             "--no-verify-baseline")
     assert code == 0 and agent.calls == 1 and "Subscription windows" not in err, err
+
+
+def test_the_commit_gate_leaves_the_remembered_windows_out(workspace, agent, capfd, tmp_path):
+    # The log directory inside the repository and not ignored: the session files and
+    # windows.json (with a leftover of an interrupted write) stay out of every commit.
+    from conftest import commits, git, make_repo
+    make_repo(workspace)
+    write_config(workspace, {"loop": {"git": {"commit": True}}})
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "config")
+    logs = workspace / "logs"
+    logs.mkdir()
+    (logs / "windows.json.4242.tmp").write_text("{")
+    agent.script(dict(claude_windows(0.3, 0.2, HOUR, DAY), actions=[{"write_file": "work.txt", "text": "w"}] +
+                      claude_windows(0.3, 0.2, HOUR, DAY)["actions"]))
+    code, err = build(capfd, agent, logs, "-n", "1")
+    assert code == 0 and (logs / "windows.json").exists() and "untracked" not in err, err
+    assert commits(workspace)[0].startswith("build 1")
+    assert git(workspace, "ls-files").split() == ["README", "rooda-config.json", "work.txt"]
