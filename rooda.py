@@ -5494,8 +5494,8 @@ def untracked_files(run_git: RunGit, repo: GitRepository | None,
     result = run_git(["ls-files", "--others", "--exclude-standard", "--full-name", "-z"])
     top = os.path.realpath(repo.top)
     logs = os.path.relpath(os.path.realpath(log_dir or top), top).replace(os.sep, "/")
-    own = re.compile(("" if logs == "." else re.escape(logs) + "/") + "(%s|%s)" % (  # (and its .tmp, mid-write)
-        SessionFiles.BASE, re.escape(SessionFiles.WINDOWS)))
+    own = re.compile(("" if logs == "." else re.escape(logs) + "/") + "(%s|%s)" % (
+        SessionFiles.BASE, re.escape(SessionFiles.WINDOWS)))  # (windows.json and its .tmp, mid-write)
     return [name for name in result.out.split("\0") if name and not own.match(name)]
 
 
