@@ -118,11 +118,9 @@ CAUSE_TIMEOUT, CAUSE_AGENT, CAUSE_ERROR = "timeout", "agent", "error"
 CAUSE_VERIFY, CAUSE_GIT, CAUSE_EXIT = "verify", "git", "exit"
 PROVIDER_CAUSES = (CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE)
 # The subscription windows agents report (SPEC 18): how `status` names each, and its
-# length in seconds; and what holds a run before an iteration to spare them.
+# length in seconds.
 WINDOWS = {"five_hour": ("5h", 5 * 3600), "seven_day": ("7d", 7 * 86400),
            "seven_day_overage_included": ("7d+", 7 * 86400)}
-HOLD_RESERVE, HOLD_PACE = "reserve", "pace"
-HOLDS = (HOLD_RESERVE, HOLD_PACE)
 GATE_VERIFY, GATE_DONE_WHEN, GATE_GIT = "verify", "done_when", "git"  # the gates' names in the logs
 # How a run ended (the .jsonl's session_end.status); STOPS gives each its exit code.
 STATUS_COMPLETED, STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR = "completed", "aborted", "stuck", "error"
@@ -144,6 +142,8 @@ KILL_WAIT_SECONDS = 2.0
 KILL_SETTLE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 300.0  # the longest back-off delay between failing iterations
 FEEDBACK_TAIL_BYTES = 2048  # bytes of the previous iteration's output in the next prompt (SPEC 4)
+# The most of an agent's or its CLI's text one line shows: a reason, an excerpt, a message.
+REASON_CHARS = 200
 # Largest prompt passed as one argument with {prompt} (ARG_MAX is often 128 KiB per arg).
 PROMPT_ARG_LIMIT = 128 * 1024
 MIN_OUTPUT_BUFFER = 1024  # the smallest max_output_buffer (the Go rooda's floor, SPEC 3 rev 2)
@@ -320,7 +320,9 @@ def _type_name(value: object) -> str:
 
 def _scalar_text(value: object) -> str:
     """A scalar as text, the way a config file spells it (true, 3, 2.5)."""
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _tee(*sinks: Sink | None) -> Sink | None:
@@ -338,7 +340,7 @@ def _tee(*sinks: Sink | None) -> Sink | None:
 def telling_line(text: str) -> str:
     """The line that says what went wrong: the last non-blank one that is not a `hint:`
     (git ends its reports with hints, which hid the reason); when that is a generic
-    `fatal:`, the `error:` line before it says more and leads. At most 200 characters."""
+    `fatal:`, the `error:` line before it says more and leads. At most REASON_CHARS characters."""
     lines = [line.strip() for line in text.splitlines()
              if line.strip() and not line.strip().startswith("hint:")]
     if not lines:
@@ -348,7 +350,7 @@ def telling_line(text: str) -> str:
         errors = [line for line in lines[:-1] if line.startswith("error:")]
         if errors:
             last = "%s; %s" % (errors[-1], last)
-    return last[:200]
+    return last[:REASON_CHARS]
 
 
 # An escape sequence (CSI, OSC to its BEL or ST, or one of two characters), or another
@@ -414,11 +416,11 @@ def _decode(data: bytes) -> str:
 
 
 def _last_line(output: bytes, markers: Sequence[str]) -> str:
-    """An output's last non-blank line that is not a bare promise marker, ≤ 200 chars."""
+    """An output's last non-blank line that is not a bare promise marker, cut to REASON_CHARS."""
     for line in reversed(_decode(output).splitlines()):
         line = clean(line).strip()
         if line and line not in markers:
-            return line[:200]
+            return line[:REASON_CHARS]
     return ""
 
 
@@ -495,6 +497,11 @@ def signal_name(signum: int) -> str:
         return "signal %d" % signum
 
 
+def _located(path: str, line: int | None) -> str:
+    """`rooda-config.yml:12`, or the path alone when the line is not known."""
+    return "%s:%d" % (path, line) if line else path
+
+
 def _display_path(path: str, cwd: str) -> str:
     """A path as short as it can be said: relative to cwd when below it."""
     relative = os.path.relpath(path, cwd)
@@ -514,6 +521,8 @@ class Record:
 
     def __init_subclass__(cls) -> None:
         own = [name for name in cls.__dict__.get("__annotations__", {}) if name not in cls._fields]
+        # (a list or a mapping as a default would be one object shared by every record)
+        assert not any(isinstance(cls.__dict__.get(name), (list, dict, set)) for name in own), cls
         cls._fields = cls._fields + tuple(own)
 
     def __init__(self, *given: object, **values: object) -> None:
@@ -1733,6 +1742,35 @@ def preset_format(cli: AgentCLI) -> str:
     return infer_format(cli.command.split()) or "text"
 
 
+# The verdict an agent returns through its CLI's schema flag (SPEC 21): nothing else.
+VERDICT_STATUSES = ("success", "failure", "continue")
+VERDICT_SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "required": ["status", "summary", "explanation", "next_step"],
+    "properties": {"status": {"type": "string", "enum": list(VERDICT_STATUSES)},
+                   "summary": {"type": "string", "maxLength": REASON_CHARS},
+                   "explanation": {"type": "string"},
+                   "next_step": {"type": ["string", "null"]}}}
+
+
+def verdict_problem(given: object) -> str:
+    """What makes an object not a verdict of VERDICT_SCHEMA, checked here (Codex does not
+    say it validated it); "" for a good one."""
+    if not isinstance(given, dict):
+        return "not a JSON object"
+    odd = sorted(set(given) ^ set(VERDICT_SCHEMA["required"]))  # type: ignore[call-overload]
+    if odd:
+        return "%s %s" % ("unknown" if odd[0] in given else "no", _one_line(repr(odd[0]), 60))
+    if given["status"] not in VERDICT_STATUSES:
+        return "status %s" % _one_line(repr(given["status"]), 60)
+    summary = given["summary"]
+    if not isinstance(summary, str) or len(summary) > REASON_CHARS or "\n" in summary:
+        return "summary not one line of at most %d characters" % REASON_CHARS
+    if not isinstance(given["explanation"], str) or not isinstance(given["next_step"], (str, type(None))):
+        return "explanation or next_step not text"
+    return ""
+
+
 # ==== 6. Settings =====================================================
 # Every loop setting is one row of SETTINGS: its key, built-in default, check, whether a
 # procedure may set it too, and its command-line option. The built-in tier, both
@@ -1748,8 +1786,9 @@ class _Number:
                  nullable: bool = False, unit: str = "") -> None:
         self.minimum, self.above, self.whole, self.nullable = minimum, above, whole, nullable
         self.bound = "%s %g" % (">" if above else ">=", minimum)
-        self.kind = "a whole number %s" % self.bound if whole else \
-            "a number" + (" of " + unit if unit else "")
+        self.kind = " of ".join(filter(None, ("a number", unit)))
+        if whole:
+            self.kind = "a whole number %s" % self.bound
 
     def __call__(self, value: object) -> str | None:
         if value is None and self.nullable:
@@ -2002,7 +2041,10 @@ def dotted(key_path: Sequence[object]) -> str:
     """('procedures', 'build', 'observe', 1) -> procedures.build.observe[1]"""
     text = ""
     for part in key_path:
-        text += "[%d]" % part if isinstance(part, int) else ("." if text else "") + str(part)
+        if isinstance(part, int):
+            text += "[%d]" % part
+        else:
+            text += "." * bool(text) + str(part)
     return text
 
 
@@ -2416,9 +2458,9 @@ def _env_layer(environ: Environ, cwd: str, report: Callable) -> dict:
         key = name[len(ENV_PREFIX):].lower()
         if key not in scalars:
             near = closest(key, scalars)
+            hint = "; did you mean %s%s?" % (ENV_PREFIX, near.upper()) if near else ""
             report(("loop", key), "%s cannot set %s, which is not one value: set it in a config file" % (
-                name, key) if key in SETTING else "%s is not a loop setting%s" % (
-                name, "; did you mean %s%s?" % (ENV_PREFIX, near.upper()) if near else ""))
+                name, key) if key in SETTING else "%s is not a loop setting%s" % (name, hint))
             continue
         text = raw.strip()
         if text in ("", "null"):
@@ -2676,6 +2718,28 @@ def check_agent_program(agent: AgentCommand) -> None:
                          " agent with --ai-cmd / --ai-cmd-alias" % program)
 
 
+def agent_argv(argv: Sequence[str], cli: AgentCLI | None, budget_left: float | None,
+               verdict: bool) -> Tuple[List[str], str | None]:
+    """An iteration's agent command: with `budget_left` (max_cost), the CLI's budget flag
+    with what is left, to the cent below -- one runaway iteration cannot spend far past it
+    (SPEC 16; at least a cent: Claude refuses 0.00); with `verdict`, its schema flag with
+    VERDICT_SCHEMA (SPEC 21), in a file where the CLI reads one: the file is the second
+    value, to remove after the iteration."""
+    argv, path = list(argv), None
+    if budget_left is not None and cli and cli.budget_flag:
+        argv += [cli.budget_flag, "%.2f" % (max(int(round(max(budget_left, 0) * 100, 6)), 1) / 100)]
+    if verdict and cli and cli.schema_flag:
+        schema = json.dumps(VERDICT_SCHEMA)
+        if cli.schema_file:
+            import tempfile
+            handle, path = tempfile.mkstemp(prefix="rooda-schema-", suffix=".json")
+            with os.fdopen(handle, "w") as stream:
+                stream.write(schema)
+        at = len(argv) - (argv[-1:] == ["-"])  # before a closing `-` (the prompt on stdin)
+        argv[at:at] = [cli.schema_flag, path or schema]
+    return argv, path
+
+
 # ==== 8. Prompt =======================================================
 # The prompt of SPEC 4, assembled afresh before each iteration from the fragments as
 # they are now (a changed file is read again), or the prompt file of `prompt <file>`.
@@ -2740,31 +2804,66 @@ def assemble_prompt(phases: Dict[str, List[str]], context: Sequence[str] = (),
     return "\n\n".join(parts) + "\n"
 
 
-def describe_previous(previous: "_Attempt", markers: Sequence[str]) -> str:
-    """The PREVIOUS ITERATION section for a failed iteration (SPEC 15): how it ended and
-    why, the agent's own explanation when it gave one, then the tail of the output that
-    says most (the verifier's when it failed, else the agent's).
-
-    The quoted output has its signal strings replaced by a mention, so that an agent
-    that echoes the section back does not repeat the previous iteration's claim."""
-    text = clean(_decode(previous.feedback[-FEEDBACK_TAIL_BYTES:]))
+def _quoted(feedback: bytes, source: str, markers: Sequence[str]) -> str:
+    """The tail of an output for the next prompt, its signal strings replaced by a mention
+    (an agent that echoes the section back does not repeat the previous claim)."""
+    text = clean(_decode(feedback[-FEEDBACK_TAIL_BYTES:]))
     for marker in markers:
         text = text.replace(marker, "[signal %s]" % (re.sub(r"</?\w+>", "", marker).strip() or "marker"))
     text = text.strip("\n")
-    head = "Iteration %d ended in %s (exit code %d)." % (
-        previous.number, previous.outcome, previous.result.exit_code if previous.result else 0)
-    if previous.number == 0 and previous.reason:  # verify's baseline (SPEC 20)
-        head = "Before this run, verify failed (%s): %s." % (
-            previous.reason[0][len("verify "):], previous.reason[1])
-    elif previous.reason:
-        head += "\nWhy: %s: %s" % previous.reason
-        if previous.explanation and previous.reason[0] != CAUSE_AGENT:
-            head += "\nThe agent's own explanation: " + previous.explanation
-    head += "\n" if previous.reason else " "
     if not text.strip():
-        return head + "It printed nothing."
-    return "%sThe last %d bytes of %s output:\n\n%s" % (
-        head, len(text.encode("utf-8")), previous.source, text)
+        return "It printed nothing."
+    return "The last %d bytes of %s output:\n\n%s" % (len(text.encode("utf-8")), source, text)
+
+
+class Told(Record):
+    """What the next prompt is told of the last iteration counted (SPEC 15, 21): how it
+    ended and why (its cause, and the reason as the logs give it), the agent's own
+    explanation, the output that says most and whose it is, and its verdict's next step.
+    Made by the loop from an iteration, and by `resume` from the iteration_end it logged."""
+
+    number: int
+    outcome: str
+    exit_code: int
+    cause: str | None = None
+    reason: str = ""
+    explanation: str = ""
+    feedback: bytes = b""
+    source: str = "the agent's"
+    next_step: str | None = None
+
+    def describe(self, markers: Sequence[str]) -> str:
+        """The PREVIOUS ITERATION section: a failure's how, why and output tail, then the
+        next step its verdict named; "" when there is nothing to tell."""
+        said = ""
+        if self.outcome in FAILING_OUTCOMES:
+            said = "Iteration %d ended in %s (exit code %d)." % (self.number, self.outcome, self.exit_code)
+            if self.reason:
+                said += "\nWhy: " + self.reason
+                if self.explanation and self.cause != CAUSE_AGENT:
+                    said += "\nThe agent's own explanation: " + self.explanation
+            said += ("\n" if self.reason else " ") + _quoted(self.feedback, self.source, markers)
+        if self.next_step:
+            said = said + "\n\n" if said else "Iteration %d says the work is not done yet.\n" % self.number
+            said += "Its next step, in its own words: " + self.next_step
+        return said
+
+
+class Baseline(Record):
+    """What verify said before iteration 1 (SPEC 20): a failure is iteration 1's PREVIOUS
+    ITERATION, and the first of same_error's identical failures."""
+
+    command: str
+    exit_code: int
+    line: str                       # its telling line
+    output: bytes = b""             # its tail (none when `resume` read it back from the logs)
+    fingerprint: str | None = None  # of its failure (verify_fingerprint), when it printed one
+
+    def describe(self, markers: Sequence[str]) -> str:
+        if not self.exit_code:
+            return ""
+        return "Before this run, verify failed (exit %d): %s.\n%s" % (self.exit_code, self.line, _quoted(
+            self.output or self.line.encode(), "the verifier's (`%s`)" % self.command, markers))
 
 
 def signal_markers(signals: Mapping[str, Sequence[str]]) -> List[str]:
@@ -2772,25 +2871,21 @@ def signal_markers(signals: Mapping[str, Sequence[str]]) -> List[str]:
     return [marker for markers in signals.values() for marker in markers]
 
 
-def build_prompt(plan: RunPlan, previous: "_Attempt" | None, left: Sequence[str] = ()) -> str:
-    """The prompt of the next iteration, with fragments read afresh; `left`: what an
-    attempt cut short left uncommitted (`git status --porcelain` lines)."""
+def build_prompt(plan: RunPlan, previous: Told | Baseline | None, left: Sequence[str] = ()) -> str:
+    """The prompt of the next iteration, with fragments read afresh; `previous`: what it is
+    told of the last (or of verify's baseline), `left`: what an attempt cut short left
+    uncommitted (`git status --porcelain` lines)."""
     if plan.prompt_file is not None or plan.prompt_text is not None:
         # The Ralph loop `cat PROMPT.md | agent`: the file as it is now, every iteration.
         text = read_text(plan.prompt_file, "prompt file") if plan.prompt_file is not None \
             else plan.prompt_text or ""
         return ("## CONTEXT\n%s\n\n%s" % ("\n\n".join(plan.context), text)) if plan.context else text
     phases = {phase: read_fragments(plan.fragments[phase], phase) for phase in PHASES}
-    feedback = None
-    if plan.feedback and previous and previous.outcome in FAILING_OUTCOMES:
-        feedback = describe_previous(previous, signal_markers(plan.signals))
-    if plan.feedback and previous and previous.next_step:  # its verdict's (SPEC 21)
-        feedback = (feedback + "\n\n" if feedback else "Iteration %d says the work is not done yet.\n"
-                    % previous.number) + "Its next step, in its own words: " + previous.next_step
+    feedback = previous.describe(signal_markers(plan.signals)) if plan.feedback and previous else ""
     if plan.feedback and left:  # (SPEC 16 rev 4: the agent builds on them instead of redoing them)
         feedback = (feedback + "\n\n" if feedback else "") + "The last attempt was cut short and left these" \
             " uncommitted changes; build on them rather than redo them:\n" + "\n".join(left)
-    return assemble_prompt(phases, plan.context, feedback)
+    return assemble_prompt(phases, plan.context, feedback or None)
 
 
 def _fragment_names(plan: RunPlan) -> List[str]:
@@ -3844,7 +3939,7 @@ class Reader:
     reader has no events, tool calls or token counts."""
 
     events, tool_calls, last_tool, output_bytes, session = 0, 0, "", 0, ""
-    windows: List[tuple] = []  # the subscription windows' readings (name, reading, when), in order (SPEC 18)
+    windows: Sequence[tuple] = ()  # the windows' readings (name, reading, when), in order (SPEC 18)
     on_stdout: Sink
     on_stderr: Sink
 
@@ -3973,7 +4068,7 @@ class EventReader(Reader):
         self.usage: Fields = {}
         self.partial: Dict[object, dict] = {}  # usage per message, until the run's comes
         self.said = _Tail(8192)             # the assistant's words (for its explanation)
-        self.windows = []
+        self.windows: List[tuple] = []
         self.doing = ("thinking", "", time.monotonic())  # (kind, detail, since): activity_words
         self.rendered = _Tail(fallback.tail.size)  # the readable lines: reasons come from here
         self.on_stdout, self.on_stderr = self.feed, self.feed_stderr
@@ -4126,7 +4221,7 @@ class EventReader(Reader):
             self.notice = event[1] if event[2] else self.notice
             self._show("  · " + _one_line(event[1], 400))
         elif kind == EV_RETRY:
-            self.notice = "retrying: " + event[1]
+            self.notice = activity_words("retrying", event[1], 0)  # (one wording of a retry)
             self.doing = ("retrying", event[1], time.monotonic())
             self._show("  · " + self.notice)
         elif kind == EV_RESULT:
@@ -4240,9 +4335,10 @@ class Activity:
     agent of iteration `label`, whose reader says what it does."""
 
     def __init__(self, kind: str, detail: str = "", since: float | None = None,
-                 reader: Reader | None = None, label: str = "", windows: Mapping[str, tuple] = {}) -> None:
+                 reader: Reader | None = None, label: str = "", windows: Mapping[str, tuple] | None = None
+                 ) -> None:
         self.kind, self.detail, self.reader, self.label = kind, detail, reader, label
-        self.windows = windows  # the run's last readings (Codex's come after its iteration)
+        self.windows = windows or {}  # the run's last readings (Codex's come after its iteration)
         self.since = time.monotonic() if since is None else since
 
     def doing(self) -> Doing | None:
@@ -4335,7 +4431,7 @@ def explanation(text: str, markers: Sequence[str]) -> str:
                 words = words.replace(marker, " ")
             words = words.strip(" \t-:—.")
             earlier = [line.strip() for line in lines[:index] if line.strip()]
-            return _one_line(words or (earlier[-1] if earlier else ""), 200)
+            return _one_line(words or (earlier[-1] if earlier else ""), REASON_CHARS)
     return ""
 
 
@@ -4440,9 +4536,11 @@ def provider_words(text: str, words: Sequence[Tuple[str, ...]] = _API_WORDS
                     own == CAUSE_LIMIT and re.search(pattern, text, re.I)
                     for own, pattern, *_ in _CLI_WORDS)):
                 break
-            line = next((line.strip()[:200] for line in reversed(text.splitlines())
+            line = next((line.strip()[:REASON_CHARS] for line in reversed(text.splitlines())
                          if re.search(pattern, line, re.IGNORECASE)), telling_line(text))
-            return cause, kind[0] if kind else match.group(1).lower() if match.groups() else "", line
+            if not kind:
+                kind = [match.group(1).lower() if match.groups() else ""]
+            return cause, kind[0], line
     return None, "", ""
 
 
@@ -4510,28 +4608,13 @@ def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bo
                            resets_at=parse_reset_time(text, now) if cause == CAUSE_LIMIT else None)
 
 
-def _limit_words(trouble: ProviderTrouble, now: float) -> str:
-    """`usage limit (five_hour): <message>; it resets at 21:03 (in 2h14m)` or `...; the
-    provider did not say when it resets`."""
-    text = "usage limit (%s): %s" % (trouble.limit, _one_line(trouble.message, 200))
-    if trouble.limit in HOLDS:  # (it resets, or the pace allows more)
-        text = trouble.message
-    if trouble.resets_at is None:
-        return text + "; the provider did not say when it resets"
-    return text + "; %s at %s (in %s)" % (
-        "the pace allows more" if trouble.limit == HOLD_PACE else "it resets",
-        clock_words(trouble.resets_at, now), format_duration(max(trouble.resets_at - now, 0)))
-
-
 # The ways a run stops (SPEC 5, 13): the status it ends with, its exit code (None: 128 +
 # the signal that interrupted it) and its closing line, filled in from the run's
 # figures. The reason words of the log summary and session_end are kept apart.
 STOP_SUCCESS, STOP_CAP, STOP_TIME, STOP_COST = "success", "cap", "time", "cost"
 STOP_DONE_WHEN, STOP_ABORTED, STOP_HELP, STOP_STUCK = "done_when", "aborted", "help", "stuck"
 STOP_ERROR, STOP_ACCOUNT = "error", "account"  # (the agent cannot authenticate or pay: resumable)
-STOP_LIMITED, STOP_UNAVAILABLE, STOP_HELD = "limited", "unavailable", "held"
-STOP_INTERRUPTED, STOP_INTERRUPTED_BETWEEN, STOP_INTERRUPTED_WAITING = \
-    "interrupted", "interrupted between", "interrupted waiting"
+STOP_LIMITED, STOP_UNAVAILABLE, STOP_HELD, STOP_INTERRUPTED = "limited", "unavailable", "held", "interrupted"
 
 
 class Stop(Record):
@@ -4568,12 +4651,8 @@ STOPS = {
                     resumable=True),
     STOP_ERROR: Stop(STATUS_ERROR, 2, "{reason}"),
     STOP_ACCOUNT: Stop(STATUS_ERROR, 2, "{reason}", resumable=True),
-    STOP_INTERRUPTED: Stop(STATUS_INTERRUPTED, None, "Interrupted by {signal} during iteration {during}"
-                           " ({done} completed, total: {total})", "always", True),
-    STOP_INTERRUPTED_BETWEEN: Stop(STATUS_INTERRUPTED, None, "Interrupted by {signal} between iterations"
-                                   " ({done} completed, total: {total})", "always", True),
-    STOP_INTERRUPTED_WAITING: Stop(STATUS_INTERRUPTED, None, "Interrupted by {signal} while waiting for"
-                                   " {waiting} ({done} completed, total: {total})", "always", True),
+    STOP_INTERRUPTED: Stop(STATUS_INTERRUPTED, None, "Interrupted by {signal} {when} ({done} completed,"
+                           " total: {total})", "always", True),
 }
 
 
@@ -4592,7 +4671,7 @@ def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Tup
     if cause == CAUSE_VERIFY:
         return verify_words(attempt.check)
     if cause == CAUSE_GIT:
-        return "git", (attempt.git_problem or "")[:200]
+        return "git", (attempt.git_problem or "")[:REASON_CHARS]
     if cause == CAUSE_TIMEOUT:
         return "timeout", ("no output for %s" % format_budget(plan.idle_timeout or 0)
                            if result.timed_out == "idle" else
@@ -4600,102 +4679,146 @@ def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Tup
     if cause == CAUSE_AGENT:
         return "agent", attempt.explanation or "the agent signalled FAILURE (and said nothing else)"
     if attempt.trouble:
-        return cause or "", _one_line(attempt.trouble.message, 200)
+        return cause or "", _one_line(attempt.trouble.message, REASON_CHARS)
     # The CLI's last notice (codex's `error` event, a retry message) often says why a run
     # ended badly when nothing else does.
     notice = "; its last notice: " + _one_line(report.notice, 160) if report.notice else ""
     if cause == CAUSE_ERROR:
-        return "error", _one_line(report.error[0], 200) if report.error is not None else \
+        return "error", _one_line(report.error[0], REASON_CHARS) if report.error is not None else \
             "the agent ended without its closing result event (interrupted, or it crashed)" + notice
     head = "exit %d" % result.exit_code if not result.killed_by else "killed by %s" % result.killed_by
     return head, _last_line(report.tail, markers) or "(it printed nothing)" + notice
 
 
-# What a run waits for, as its closing line and `status` say it (a limit's kind: a limit).
-WAITING_FOR = {CAUSE_OUTAGE: "the provider to come back", CAUSE_LIMIT: "a usage limit to reset",
-               HOLD_RESERVE: "a window to reset (reserve)", HOLD_PACE: "the pace to allow the next iteration"}
+# The kinds of wait (SPEC 13, 15, 18): a usage limit and an outage are waited out and the
+# attempt they ended runs again; a reserve or the pace holds the next iteration back.
+WAIT_LIMIT, WAIT_OUTAGE, WAIT_RESERVE, WAIT_PACE = "limit", "outage", "reserve", "pace"
 
 
-def wait_words(trouble: ProviderTrouble, wait: float, now: float, waits: int) -> Tuple[str, str]:
-    """A wait for the provider as announced (SPEC 13, 15) and as the status line names it."""
+class WaitKind(Record):
+    """One kind of wait, in words: the status line's (`%s`: the wait's name), the
+    announcement's, what it waits for (the closing line of an interrupted wait, `status`),
+    what happens at its end; how the run stops when it may not wait (a key of STOPS); and
+    whether it holds an iteration back before it starts (else an attempt runs again)."""
+
+    doing: str
+    said: str
+    waiting_for: str
+    lets_go: str
+    stop: str
+    holds: bool = False
+
+
+WAIT_KINDS = {
+    WAIT_LIMIT: WaitKind("usage limit (%s)", "Usage limit reached (%s)", "a usage limit to reset",
+                         "it resets", STOP_LIMITED),
+    WAIT_OUTAGE: WaitKind("provider unavailable", "Provider unavailable", "the provider to come back",
+                          "", STOP_UNAVAILABLE),
+    WAIT_RESERVE: WaitKind("reserve reached", "Reserve reached", "a window to reset (reserve)",
+                           "it resets", STOP_HELD, True),
+    WAIT_PACE: WaitKind("ahead of pace", "Ahead of pace", "the pace to allow the next iteration",
+                        "the pace allows more", STOP_HELD, True)}
+
+
+def wait_kind(name: object) -> WaitKind:
+    """The kind of a wait the logs name (`limit` events' `kind`: a limit's own name, or
+    outage, reserve, pace)."""
+    return WAIT_KINDS.get(name if isinstance(name, str) else "", WAIT_KINDS[WAIT_LIMIT])
+
+
+class Wait(Record):
+    """A wait before the next attempt (SPEC 13, 15, 18), the one place one is worded: its
+    kind, its name in the logs (a limit's window or kind: five_hour, rate limit; else the
+    kind), the CLI's words or the hold's figures, until when, how long, and -- once
+    bounded (bound_wait) -- the bound it would pass, when the run must stop instead."""
+
+    kind: str
+    name: str
+    message: str
+    until: float | None = None      # the reset, or when the hold lets go (epoch); None: not said
+    seconds: float = 0.0
+    beyond: str | None = None
+    attempt: int = 1                # the provider's consecutive stops so far (an outage's retries)
+
+    @property
+    def row(self) -> WaitKind:
+        return WAIT_KINDS[self.kind]
+
+    def words(self) -> str:
+        """The message as a wait says it: one line; an outage's first sentence."""
+        if self.kind == WAIT_OUTAGE:
+            return _one_line(self.message.split(". ")[0], 100)
+        return _one_line(self.message, REASON_CHARS)
+
+    def doing(self) -> str:
+        """The status line's words: `usage limit (five_hour)`, `reserve reached`."""
+        return self.row.doing.replace("%s", self.name)
+
+    def announce(self, now: float) -> str:
+        """`Usage limit reached (five_hour): <message>; waiting until 21:03 (2h14m).`"""
+        head = "%s: %s; " % (self.row.said.replace("%s", self.name), self.words())
+        if self.kind == WAIT_OUTAGE:
+            return head + "retrying in %s (attempt %d)." % (format_budget(round(self.seconds)), self.attempt)
+        unsaid = "%s, the provider did not say when it resets" % format_budget(round(self.seconds))
+        return head + "waiting until %s (%s)." % (clock_words(now + self.seconds, now), format_duration(
+            self.seconds) if self.until is not None else unsaid)
+
+    def reason(self, now: float) -> str:
+        """Why the run stopped instead (the closing line, session_end): `usage limit
+        (five_hour): <message>; it resets at 21:03 (in 2h14m) (on_limit is stop)`."""
+        when, until = "", self.until
+        if self.row.lets_go and until is None:
+            when = "; the provider did not say when it resets"
+        elif self.row.lets_go and until is not None:
+            when = "; %s at %s (in %s)" % (self.row.lets_go, clock_words(until, now),
+                                           format_duration(max(until - now, 0)))
+        return "%s: %s%s (%s)" % (self.doing(), self.words(), when, self.beyond)
+
+
+def provider_wait(trouble: ProviderTrouble) -> Wait:
+    """The wait a limit or an outage asks for (SPEC 13, 15)."""
     if trouble.kind == CAUSE_OUTAGE:
-        return "Provider unavailable: %s; retrying in %s (attempt %d)." % (
-            _one_line(trouble.message.split(". ")[0], 100), format_budget(round(wait)), waits), \
-            "provider unavailable"
-    if trouble.limit in HOLDS:
-        return "%s%s; waiting until %s (%s)." % (trouble.message[0].upper(), trouble.message[1:], clock_words(
-            now + wait, now), format_duration(wait)), trouble.message.split(":")[0]
-    return "Usage limit reached (%s): %s; waiting until %s (%s)." % (
-        trouble.limit, _one_line(trouble.message, 200), clock_words(now + wait, now),
-        format_duration(wait) if trouble.resets_at else
-        "%s, the provider did not say when it resets" % format_budget(round(wait))), \
-        "usage limit (%s)" % trouble.limit
+        return Wait(WAIT_OUTAGE, WAIT_OUTAGE, trouble.message)
+    return Wait(WAIT_LIMIT, trouble.limit, trouble.message, trouble.resets_at)
 
 
-def provider_wait(trouble: ProviderTrouble, plan: RunPlan, waits: int, waited: float, elapsed: float,
-                  now: float) -> Tuple[float, str | None]:
-    """How long to wait out a limit or an outage (SPEC 13, 15) -- the `waits`-th in a
-    row, the first `waited` seconds ago, `elapsed` seconds into the run -- and, when the
-    run must stop instead, the bound it would pass."""
-    outage = trouble.kind == CAUSE_OUTAGE
-    wait = limit_wait_seconds(trouble.resets_at, waits, now, trouble.kind)
+def bound_wait(wait: Wait, plan: RunPlan, attempt: int, waited: float, elapsed: float, now: float) -> Wait:
+    """How long a wait lasts -- the `attempt`-th in a row, the first `waited` seconds ago,
+    `elapsed` seconds into the run -- and the bound it would pass, when the run must stop
+    instead: on_limit, limit_wait or outage_wait, max_time (SPEC 13, 15, 18)."""
+    outage = wait.kind == WAIT_OUTAGE
+    seconds = limit_wait_seconds(wait.until, attempt, now, CAUSE_OUTAGE if outage else CAUSE_LIMIT)
     bound, budget = ("outage_wait", plan.outage_wait) if outage else ("limit_wait", plan.limit_wait)
+    beyond = None
+    if plan.max_time is not None and elapsed + seconds > plan.max_time:
+        beyond = "beyond the time budget (%s)" % format_budget(plan.max_time)
+    if waited + seconds > budget:
+        beyond = "beyond %s (%s)" % (bound, format_budget(budget))
     if plan.on_limit == "stop" and not outage:
-        return wait, "on_limit is stop"
-    if waited + wait > budget:
-        return wait, "beyond %s (%s)" % (bound, format_budget(budget))
-    if plan.max_time is not None and elapsed + wait > plan.max_time:
-        return wait, "beyond the time budget (%s)" % format_budget(plan.max_time)
-    return wait, None
+        beyond = "on_limit is stop"
+    return wait.replace(seconds=seconds, beyond=beyond, attempt=attempt)
 
 
-def window_hold(windows: Mapping[str, tuple], plan: RunPlan, now: float) -> Optional[ProviderTrouble]:
-    """What holds the run before an iteration (SPEC 18), as a limit of kind reserve or
-    pace and when it lets go: a window whose latest reading reached `1 - reserve`, until
-    its reset; with `pace: even`, one that used more than `1 - reserve` of the part of
-    it elapsed, until that part catches up (never past the reset). A reading whose reset
-    passed, or was never said, holds nothing: it cannot be waited out."""
+def window_hold(windows: Mapping[str, tuple], plan: RunPlan, now: float) -> Wait | None:
+    """What holds the run before an iteration (SPEC 18), and when it lets go: a window
+    whose latest reading reached `1 - reserve`, until its reset; with `pace: even`, one
+    that used more than `1 - reserve` of the part of it elapsed, until that part catches
+    up (never past the reset). A reading whose reset passed, or was never said, holds
+    nothing: it cannot be waited out."""
     for name, (used, resets, _, _) in sorted(windows.items()):
         if resets is None or resets <= now or used is None:
             continue
         kept, length = plan.reserve.get(name, 0), WINDOWS[name][1]
         if kept and used >= 1 - kept:
-            return ProviderTrouble(CAUSE_LIMIT, limit=HOLD_RESERVE, resets_at=resets, message=(
-                "reserve reached: %s %d%% used, %d%% kept" % (name, round(used * 100), round(kept * 100))))
+            return Wait(WAIT_RESERVE, WAIT_RESERVE, "%s %d%% used, %d%% kept" % (
+                name, round(used * 100), round(kept * 100)), resets)
         elapsed = min(max(1 - (resets - now) / length, 0), 1)
         if plan.pace == "even" and used > (1 - kept) * elapsed:
             catches_up = resets - length * (1 - used / (1 - kept))
-            return ProviderTrouble(
-                kind=CAUSE_LIMIT, limit=HOLD_PACE, resets_at=min(resets, catches_up),
-                message="ahead of pace: %s %d%% used at %d%% of the window%s" % (name, round(
-                    used * 100), elapsed * 100, ", %d%% kept" % round(kept * 100) if kept else ""))
+            return Wait(WAIT_PACE, WAIT_PACE, "%s %d%% used at %d%% of the window%s" % (
+                name, round(used * 100), elapsed * 100, ", %d%% kept" % round(kept * 100) if kept else ""),
+                min(resets, catches_up))
     return None
-
-
-# The verdict an agent returns through its CLI's schema flag (SPEC 21): nothing else.
-VERDICT_SCHEMA = {
-    "type": "object", "additionalProperties": False,
-    "required": ["status", "summary", "explanation", "next_step"],
-    "properties": {"status": {"type": "string", "enum": ["success", "failure", "continue"]},
-                   "summary": {"type": "string", "maxLength": 200}, "explanation": {"type": "string"},
-                   "next_step": {"type": ["string", "null"]}}}
-
-
-def verdict_problem(given: object) -> str:
-    """What makes an object not a verdict of VERDICT_SCHEMA, checked here (Codex does not
-    say it validated it); "" for a good one."""
-    if not isinstance(given, dict):
-        return "not a JSON object"
-    odd = sorted(set(given) ^ set(VERDICT_SCHEMA["required"]))  # type: ignore[call-overload]
-    if odd:
-        return "%s %s" % ("unknown" if odd[0] in given else "no", odd[0])
-    if given["status"] not in ("success", "failure", "continue"):
-        return "status %r" % (given["status"],)
-    if not isinstance(given["summary"], str) or len(given["summary"]) > 200 or "\n" in given["summary"]:
-        return "summary not one line of at most 200 characters"
-    if not isinstance(given["explanation"], str) or not isinstance(given["next_step"], (str, type(None))):
-        return "explanation or next_step not text"
-    return ""
 
 
 def take_verdict(attempt: _Attempt, cli: AgentCLI | None) -> str:
@@ -4712,7 +4835,7 @@ def take_verdict(attempt: _Attempt, cli: AgentCLI | None) -> str:
     attempt.verdict, problem = given, problem if given is None else verdict_problem(given)
     verdict: Fields = given if isinstance(given, dict) else {}
     if report.error is not None and report.error[2] == "error_max_structured_output_retries":
-        attempt.explanation = _one_line(report.error[0], 200)  # (an `agent` failure)
+        attempt.explanation = _one_line(report.error[0], REASON_CHARS)  # (an `agent` failure)
         attempt.report = report.replace(signals=frozenset([SIGNAL_FAILURE]), error=None)
         return ""
     if not problem:
@@ -4753,7 +4876,7 @@ class SessionFiles:
     BASE = r"session-(\d{8}-\d{6})(?:-\d+)?"
     GLOB = "session-[0-9]*"     # the git pathspec that keeps them out of commits
     SUFFIXES = (".log", ".jsonl", "-agent.jsonl", "-live.json")
-    WINDOWS = "windows.json"    # beside them: the subscription windows' last readings (SPEC 18)
+    WINDOWS_FILE = "windows.json"  # beside them: the subscription windows' last readings (SPEC 18)
 
     def __init__(self, directory: str, base: str) -> None:
         self.directory, self.base = directory, base
@@ -4783,7 +4906,7 @@ def remembered_windows(directory: str | None, now: float) -> Dict[str, tuple]:
     whose reset lies ahead: iteration 1 is judged before it spends (SPEC 18). None with
     --no-log: nothing is remembered then."""
     try:
-        with open(os.path.join(directory, SessionFiles.WINDOWS)) as stream:  # type: ignore[arg-type]
+        with open(os.path.join(directory, SessionFiles.WINDOWS_FILE)) as stream:  # type: ignore[arg-type]
             saved = _mapping(json.load(stream))
     except (OSError, ValueError, RecursionError, TypeError):
         return {}
@@ -4880,7 +5003,7 @@ class SessionLog:
     def remember_windows(self, windows: Mapping[str, tuple]) -> None:
         """The windows' last readings, for the next run in this log directory (SPEC 18)."""
         if self.problem is None:
-            _replace_json(os.path.join(self.files.directory, SessionFiles.WINDOWS), windows)
+            _replace_json(os.path.join(self.files.directory, SessionFiles.WINDOWS_FILE), windows)
 
     def text(self, text: str) -> None:
         self.write(text.encode("utf-8", "replace"))
@@ -4981,12 +5104,20 @@ class SessionLog:
         return self.shown
 
 
-OUTLET_BUFFER_BYTES = 8 << 20  # output held for a reader that is not reading, then dropped
-# At the end of a run, how long a stalled reader is waited for before it is given up.
-OUTLET_STALL_SECONDS = 2.0
-STATUS_LINE_SECONDS = 1.0  # between redraws of the status line
-LONG_GATE_SECONDS = 10.0  # a gate that runs longer is announced when it ends, passed or not
-ERASE_LINE = "\r\033[K"  # back to the start of the line, and erase it
+def note_windows(windows: Dict[str, tuple], readings: Sequence[tuple], log: SessionLog | None) -> None:
+    """Readings of the subscription windows, (name, reading, when) in order (SPEC 18), into
+    a run's last ones: one that moved (its whole percent, reset, status or threshold) is a
+    `window` event at the moment it came; the last are remembered for the next run here."""
+    moved = False
+    for name, (used, resets, status, threshold), seen in readings:
+        old = windows.get(name)
+        if old is None or (round(old[0] * 100),) + old[1:] != (round(used * 100), resets, status, threshold):
+            moved, windows[name] = True, (used, resets, status, threshold)
+            if log is not None:
+                log.event("window", time=iso_time(seen), window=name, utilization=used, status=status,
+                          threshold=threshold, resets_at=iso_time(resets) if resets else None)
+    if log is not None and moved:
+        log.remember_windows(windows)
 
 
 # What `status` says of a session: its rooda runs, is stopped (Ctrl+Z), ended (it wrote
@@ -5163,7 +5294,9 @@ def summarize_session(path: str, now: float | None = None, whole: bool = True,
     else:
         process = _process_state(summary["pid"], begun, where)
         alive = process not in (None, "Z", "X")
-        summary["state"] = RUN_STOPPED if process in ("T", "t") else RUN_RUNNING if alive else RUN_DIED
+        summary["state"] = RUN_RUNNING if alive else RUN_DIED
+        if process in ("T", "t"):
+            summary["state"] = RUN_STOPPED
         if begun is not None:  # a run that died lasted until its last sign of life
             lasted_until = now if alive else _last_seen(files, last_at or begun)
             summary["elapsed_seconds"] = round(carried + lasted_until - begun, 3)
@@ -5290,7 +5423,7 @@ def error_fingerprint(output: bytes) -> str:
 def error_excerpt(output: bytes, lines: int = 5) -> List[str]:
     """The last few non-blank lines of an output, for a person."""
     text = _decode(output)
-    return [clean(line).rstrip()[:200] for line in text.splitlines() if line.strip()][-lines:]
+    return [clean(line).rstrip()[:REASON_CHARS] for line in text.splitlines() if line.strip()][-lines:]
 
 
 _OBJECT_ID_LENGTHS = (40, 64)  # commit ids: SHA-1 (40 hex digits) or SHA-256 (64)
@@ -5435,7 +5568,7 @@ def session_log_pathspecs(repo: GitRepository, log_dir: str | None) -> List[str]
     escaped = re.sub(r"([*?\[\\])", r"\\\1", relative.replace(os.sep, "/"))
     prefix = "" if relative == "." else escaped + "/"
     suffixes = sorted({name.rsplit(".", 1)[1] for name in SessionFiles.SUFFIXES})
-    return [":(top,glob)%s%s" % (prefix, name) for name in [SessionFiles.WINDOWS + "*"] + [
+    return [":(top,glob)%s%s" % (prefix, name) for name in [SessionFiles.WINDOWS_FILE + "*"] + [
         "%s.%s" % (SessionFiles.GLOB, suffix) for suffix in suffixes]]
 
 
@@ -5495,7 +5628,7 @@ def untracked_files(run_git: RunGit, repo: GitRepository | None,
     top = os.path.realpath(repo.top)
     logs = os.path.relpath(os.path.realpath(log_dir or top), top).replace(os.sep, "/")
     own = re.compile(("" if logs == "." else re.escape(logs) + "/") + "(%s|%s)" % (
-        SessionFiles.BASE, re.escape(SessionFiles.WINDOWS)))  # (windows.json and its .tmp, mid-write)
+        SessionFiles.BASE, re.escape(SessionFiles.WINDOWS_FILE)))  # (windows.json and its .tmp, mid-write)
     return [name for name in result.out.split("\0") if name and not own.match(name)]
 
 
@@ -5560,10 +5693,13 @@ def gate_trouble(result: AgentResult, timeout: float) -> str:
     as opposed to saying "not yet" or failing (SPEC 6, 20); "" when it ran."""
     # `python3 -m pytest` without pytest exits 1, saying only that: a tool that is missing.
     missing = re.match(r"\S*python[\d.]*: No module named \S+$", _last_line(result.output, ()))
-    return ("did not finish within %s" % format_budget(timeout) if result.timed_out
-            else "was killed by %s" % result.killed_by if result.killed_by
-            else "exited %d (it cannot run)" % result.exit_code if result.exit_code in (126, 127) or missing
-            else "")
+    if result.timed_out:
+        return "did not finish within %s" % format_budget(timeout)
+    if result.killed_by:
+        return "was killed by %s" % result.killed_by
+    if result.exit_code in (126, 127) or missing:
+        return "exited %d (it cannot run)" % result.exit_code
+    return ""
 
 
 def cannot_run(gate: str, command: str, result: AgentResult, timeout: float) -> str:
@@ -5631,19 +5767,31 @@ class GateRunner:
                           % (gate, command, format_budget(plan.gate_timeout)))
         elif baseline:
             if not gate_trouble(result, plan.gate_timeout):  # (else the run stops, saying why)
+                said = ": " + said if said else ""
                 progress.info("verify passes before iteration 1" if result.exit_code == 0 else
-                              "verify fails before iteration 1 (exit %d)%s" % (
-                                  result.exit_code, ": " + said if said else ""))
+                              "verify fails before iteration 1 (exit %d)%s" % (result.exit_code, said))
         elif gate == GATE_VERIFY and result.exit_code != 0:
             progress.info("%s: %s failed (exit %d) in %s%s" % (
                 gate, _one_line(command, 80), result.exit_code, format_duration(result.seconds),
                 ": " + said if said else ""))
         elif result.seconds >= LONG_GATE_SECONDS:  # (a verify gate that got here passed)
-            verdict = "passed" if gate == GATE_VERIFY else "says done" if result.exit_code == 0 else \
-                "says not yet (exit %d)" % result.exit_code
+            verdict = "says done" if result.exit_code == 0 else "says not yet (exit %d)" % result.exit_code
+            if gate == GATE_VERIFY:
+                verdict = "passed"
             progress.info("%s: %s %s in %s" % (
                 gate, _one_line(command, 80), verdict, format_duration(result.seconds)))
         return result
+
+    def baseline(self) -> Baseline:
+        """verify once before iteration 1 (SPEC 20): what the agent starts from; a
+        RoodaError when it cannot run at all (the run stops before the agent spends)."""
+        plan = self.plan
+        result = self.gate(GATE_VERIFY, plan.verify, baseline=True)
+        if gate_trouble(result, plan.gate_timeout):
+            raise RoodaError(cannot_run(GATE_VERIFY, plan.verify, result, plan.gate_timeout))
+        failed = result.exit_code and result.output.strip()
+        return Baseline(plan.verify, result.exit_code, verify_words(result)[1], result.output,
+                        verify_fingerprint(result.output) if failed else None)
 
     def git(self, args: List[str], env: Env | None = None) -> GitResult:
         """A git command of the run, under its guard and gate_timeout. A commit or a push
@@ -5724,7 +5872,7 @@ class GateRunner:
             # FAILURE are not the same error. A failure that printed nothing has no error to
             # compare: it resets the count, so silent failures abort, not "stick".
             verify = attempt.cause == CAUSE_VERIFY
-            evidence = feedback if verify else ("%s: %s" % attempt.reason).encode() if attempt.reason else b""
+            evidence = feedback if verify else ("%s: %s" % (attempt.reason or ("", ""))).encode()
             if attempt.outcome in FAILING_OUTCOMES and feedback.strip() and evidence.strip():
                 # (verify's own line too: verify_fingerprint is this for a verify failure)
                 fingerprint = error_fingerprint(("%s\n" % attempt.cause).encode() + evidence)
@@ -5772,6 +5920,14 @@ class GateRunner:
 # lines, and a status line on a terminal (redrawn once a second, erased before any other
 # line) or heartbeat lines off one -- all through an Outlet, a writer thread per stream,
 # so a reader that stops reading never blocks the loop.
+
+OUTLET_BUFFER_BYTES = 8 << 20  # output held for a reader that is not reading, then dropped
+# At the end of a run, how long a stalled reader is waited for before it is given up.
+OUTLET_STALL_SECONDS = 2.0
+STATUS_LINE_SECONDS = 1.0  # between redraws of the status line
+LONG_GATE_SECONDS = 10.0  # a gate that runs longer is announced when it ends, passed or not
+ERASE_LINE = "\r\033[K"  # back to the start of the line, and erase it
+
 
 class Outlet:
     """One of rooda's own output streams during a run, written by a thread of its own."""
@@ -5915,8 +6071,8 @@ def _fit(text: str, columns: int) -> str:
     import unicodedata
 
     def width(line: str) -> int:
-        return sum(0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF"
-                   else 1 for char in line)
+        return sum(1 + (unicodedata.east_asian_width(char) in "WF") for char in line
+                   if not unicodedata.combining(char))
 
     def cut(line: str, room: int) -> str:
         while width(line) > max(room, 1) - 1:
@@ -6066,7 +6222,7 @@ class RunPlan(Record):
     log_dir: str | None
     prompt_file: str | None
     prompt_text: str | None
-    argv: List[str] = []            # rooda's own command line (for `resume`)
+    argv: Tuple[str, ...] = ()      # rooda's own command line (for `resume`)
     repo: GitRepository | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -6084,7 +6240,7 @@ class LoopState:
     finished = failures = consecutive_failures = 0
     stop: str | None = None     # how the run stopped: a key of STOPS
     reason = ""                    # why, in words (the log summary, session_end)
-    previous: _Attempt | None = None  # the last iteration counted
+    previous: Told | Baseline | None = None  # what the next prompt is told of
     interrupted_by: int | None = None
     interrupted_during: int | None = None
     same_error = 0                 # consecutive failures with one fingerprint
@@ -6093,10 +6249,9 @@ class LoopState:
     last_reason: Tuple[str, str] | None = None  # ("exit 1", "API Error: ...")
     waits = 0                      # consecutive attempts the provider stopped
     waits_since: float | None = None  # when the first of them ended
-    waiting_for: str | None = None  # the cause waited out when a signal came
+    waiting: Wait | None = None    # the wait under way (a signal may come during it)
     cut_short = False              # the last attempt was: a limit, an outage, a timeout, a death
-    baseline: str | None = None  # verify before iteration 1: "pass", "fail" (SPEC 20)
-    baseline_fingerprint: str | None = None  # of its failure
+    baseline: Baseline | None = None  # what verify said before iteration 1 (SPEC 20)
 
     def __init__(self) -> None:
         self.started, self.started_wall = time.monotonic(), time.time()
@@ -6140,6 +6295,12 @@ class _Attempt:
         self.number, self.label = number, label
         self.started = time.monotonic()
         self.commit: Fields = {}            # what the git gate committed and pushed
+
+    def told(self) -> Told:
+        """What the next prompt is told of this iteration."""
+        return Told(self.number, self.outcome, self.result.exit_code if self.result else 0, self.cause,
+                    "%s: %s" % self.reason if self.reason else "", self.explanation, self.feedback,
+                    self.source, self.next_step)
 
 
 def _agent_env(plan: RunPlan, agent: AgentCommand) -> Env:
@@ -6228,11 +6389,10 @@ class _Run:
                 plan.procedure, ", ".join(missing), "is" if len(missing) == 1 else "are",
                 plan.gates.requires_hint))
         if plan.verify and plan.verify_baseline and state.baseline is None:
-            result = self.gates.gate(GATE_VERIFY, plan.verify, baseline=True)
-            if gate_trouble(result, plan.gate_timeout):
-                return self.stop(STOP_ERROR, cannot_run(GATE_VERIFY, plan.verify, result,
-                                                        plan.gate_timeout))
-            self.baseline(result)
+            state.baseline = baseline = self.gates.baseline()
+            if baseline.exit_code:  # iteration 1 starts from it, and same_error counts it
+                state.previous, state.fingerprint = baseline, baseline.fingerprint
+                state.same_error = int(baseline.fingerprint is not None)
         if state.finished and plan.delay and not state.waits:
             pause = backoff_delay(plan.delay, plan.backoff, state.consecutive_failures)
             following = state.finished + 1
@@ -6242,21 +6402,6 @@ class _Run:
             self.wait(pause, "waiting before iteration %d" % following)
         hold = window_hold(state.windows, plan, time.time())
         return self.hold(hold, state.finished + 1) if hold is not None else True
-
-    def baseline(self, result: AgentResult) -> None:
-        """What verify said before iteration 1 (SPEC 20). A failure is iteration 1's
-        PREVIOUS ITERATION, and the first of same_error's identical failures."""
-        state = self.state
-        state.baseline = "pass" if result.exit_code == 0 else "fail"
-        if result.exit_code != 0:
-            state.previous = before = _Attempt(0, "0")
-            before.result = before.check = result
-            before.outcome, before.cause, before.verified = FAILURE, CAUSE_VERIFY, False
-            before.reason, before.feedback = verify_words(result), result.output
-            before.source = "the verifier's (`%s`)" % self.plan.verify
-            if result.output.strip():
-                state.fingerprint = state.baseline_fingerprint = verify_fingerprint(result.output)
-                state.same_error = 1
 
     # -- one iteration ------------------------------------------------------------------
 
@@ -6310,22 +6455,9 @@ class _Run:
                              self.log.write_agent_stream if self.log else None, self.progress.warn)
         env = dict(self.agent_env)
         env["ROODA_ITERATION"] = str(attempt.number)
-        argv = list(self.agent.argv)
         cli = self.agent.cli
-        if plan.max_cost is not None and cli and cli.budget_flag:
-            # What is left of the budget, to the cent below: one runaway iteration cannot
-            # spend far past it (SPEC 16). At least a cent: Claude refuses 0.00.
-            left = max(plan.max_cost - self.state.usage.get("cost_usd", 0), 0)
-            argv += [cli.budget_flag, "%.2f" % (max(int(round(left * 100, 6)), 1) / 100)]
-        schema = json.dumps(VERDICT_SCHEMA) if plan.verdict == "schema" and cli else None
-        if schema and cli and cli.schema_file:  # (written for this iteration, removed after it)
-            import tempfile
-            handle, schema = tempfile.mkstemp(prefix="rooda-schema-", suffix=".json")
-            with os.fdopen(handle, "w") as stream:
-                stream.write(json.dumps(VERDICT_SCHEMA))
-        if schema and cli:  # before a closing `-` (the prompt on stdin), as the CLI reads it
-            at = len(argv) - (argv[-1:] == ["-"])
-            argv[at:at] = [cli.schema_flag, schema]
+        left = None if plan.max_cost is None else plan.max_cost - self.state.usage.get("cost_usd", 0)
+        argv, schema = agent_argv(self.agent.argv, cli, left, plan.verdict == "schema")
         ticker = self.progress.begin(Activity("agent", since=started, reader=reader, label=label,
                                               windows=self.state.windows))
         try:
@@ -6336,34 +6468,17 @@ class _Run:
                               stop_signal=cli.stop_signal if cli else signal.SIGTERM))
         finally:
             self.progress.end()
-            if schema and cli and cli.schema_file:
+            if schema:
                 with _suppress(OSError):
                     os.unlink(schema)
         attempt.report = report = reader.finish(result)
-        readings = reader.windows + ([(name, reading, time.time()) for name, reading in cli.windows(
+        readings = list(reader.windows) + ([(name, reading, time.time()) for name, reading in cli.windows(
             reader.session, env).items()] if cli and callable(cli.windows) and reader.session else [])
-        self.note_windows(readings)
+        note_windows(self.state.windows, readings, self.log)
         if report.usage:
             add_usage(self.state.usage, report.usage)
         if result.interrupted is not None:
             raise Interrupted(result.interrupted)
-
-    def note_windows(self, readings: Sequence[tuple]) -> None:
-        """An iteration's readings of the subscription windows, in order (SPEC 18): one
-        that moved (its whole percent, reset, status or threshold) is a `window` event
-        at the moment it came; the last are remembered for the next run here."""
-        windows, moved = self.state.windows, False
-        for name, (used, resets, status, threshold), seen in readings:
-            old = windows.get(name)
-            if old is None or (round(old[0] * 100),) + old[1:] != (round(used * 100),
-                                                                   resets, status, threshold):
-                moved, windows[name] = True, (used, resets, status, threshold)
-                if self.log is not None:
-                    self.log.event("window", time=iso_time(seen), window=name, utilization=used,
-                                   status=status, threshold=threshold,
-                                   resets_at=iso_time(resets) if resets else None)
-        if self.log is not None and moved:
-            self.log.remember_windows(windows)
 
     def judge(self, attempt: _Attempt) -> None:
         """The outcome and its cause: the provider's trouble first (a limit beats a SUCCESS
@@ -6403,8 +6518,9 @@ class _Run:
             attempt.explanation = explanation(report.said, plan.signals["failure"])
         if attempt.cause is not None:
             attempt.reason = cause_words(attempt, plan, self.gates.markers)
-            if attempt.cause == CAUSE_VERIFY and self.state.baseline_fingerprint is not None and \
-                    self.state.baseline_fingerprint == verify_fingerprint(attempt.feedback):
+            baseline = self.state.baseline
+            if attempt.cause == CAUSE_VERIFY and baseline and baseline.fingerprint is not None and \
+                    baseline.fingerprint == verify_fingerprint(attempt.feedback):
                 attempt.reason = (attempt.reason[0], attempt.reason[1] + " (as before iteration 1)")
 
     def count(self, attempt: _Attempt) -> None:
@@ -6484,7 +6600,7 @@ class _Run:
             return self.stop(STOP_ACCOUNT, "the agent's account cannot pay: %s; %s" % (
                 said, "who pays: %s (%s found here); add credit there, or use"
                 " another login" % paid[::-1] if paid else "add credit to the account the agent uses"))
-        state.previous = attempt
+        state.previous = attempt.told()
         if attempt.cause == CAUSE_AGENT and self.plan.on_failure_signal == "stop":
             return self.stop(STOP_HELP, "the agent signalled FAILURE: " + attempt.reason[1]
                              if attempt.reason else "the agent signalled FAILURE")
@@ -6503,41 +6619,35 @@ class _Run:
         assert trouble and attempt.report
         state.waits, state.cut_short = state.waits + 1, True
         self.completed(attempt, self.progress.outcome(attempt.outcome))
-        message = _one_line(trouble.message, 200)
+        message = _one_line(trouble.message, REASON_CHARS)
         kind = trouble.limit if trouble.limit.endswith("limit") else trouble.limit + " limit"
         self.log_end(attempt, attempt.outcome, "outage: " + message if trouble.kind == CAUSE_OUTAGE else
                      "%s: %s" % (kind, message))
-        return self.hold(trouble, attempt.number, attempt.outcome)
+        return self.hold(provider_wait(trouble), attempt.number, attempt.outcome)
 
-    def hold(self, trouble: ProviderTrouble, number: int, outcome: str = "") -> bool:
+    def hold(self, wait: Wait, number: int, outcome: str = "") -> bool:
         """Wait out a limit, an outage, a reserve or the pace (SPEC 13, 15, 18), counted
         down and interruptible -- or stop with exit 4 when the wait would pass what the
         run may wait (limit_wait, outage_wait, max_time) or on_limit says stop."""
-        plan, state, progress = self.plan, self.state, self.progress
-        outage, held = trouble.kind == CAUSE_OUTAGE, trouble.limit in HOLDS
+        state = self.state
         state.waits_since = state.waits_since or time.monotonic()
         now = time.time()
-        wait, beyond = provider_wait(trouble, plan, max(state.waits, 1), time.monotonic() - state.waits_since,
-                                     state.elapsed(), now)
-        message, brief = _one_line(trouble.message, 200), _one_line(trouble.message.split(". ")[0], 100)
+        wait = bound_wait(wait, self.plan, max(state.waits, 1), time.monotonic() - state.waits_since,
+                          state.elapsed(), now)
         if self.log is not None:  # (wait_seconds: 0 when the run stops instead)
-            self.log.event("limit", kind="outage" if outage else trouble.limit, message=trouble.message,
-                           resets_at=iso_time(trouble.resets_at) if trouble.resets_at else None,
-                           wait_seconds=0 if beyond else round(wait, 1))
-        if beyond is not None:
-            state.last_reason = ("outage" if outage else "limit", message)
-            if outage:
-                return self.stop(STOP_UNAVAILABLE, "provider unavailable: %s (%s)" % (brief, beyond))
-            stop = STOP_HELD if held else STOP_LIMITED
-            return self.stop(stop, "%s (%s)" % (_limit_words(trouble, now), beyond))
-        said, what = wait_words(trouble, wait, now, state.waits)
-        progress.info("%s %s" % (said, self.guard.how_to_stop()))
-        state.waiting_for = trouble.limit if held else trouble.kind
-        self.gates.notify("wait", outcome, "%s: %s" % (trouble.kind, message), number, state,
-                          ROODA_WAIT_KIND="outage" if outage else trouble.limit,
-                          ROODA_WAIT_UNTIL=iso_time(now + wait))
-        self.wait(wait, what)
-        state.waiting_for = None
+            held = "%s: %s" % (wait.doing(), wait.message)  # (a hold's figures: what holds)
+            self.log.event("limit", kind=wait.name, message=held if wait.row.holds else wait.message,
+                           resets_at=iso_time(wait.until) if wait.until else None,
+                           wait_seconds=0 if wait.beyond else round(wait.seconds, 1))
+        if wait.beyond is not None:
+            state.last_reason = (wait.kind, _one_line(wait.message, REASON_CHARS))
+            return self.stop(wait.row.stop, wait.reason(now))
+        self.progress.info("%s %s" % (wait.announce(now), self.guard.how_to_stop()))
+        state.waiting = wait
+        self.gates.notify("wait", outcome, "%s: %s" % (wait.kind, wait.words()), number, state,
+                          ROODA_WAIT_KIND=wait.name, ROODA_WAIT_UNTIL=iso_time(now + wait.seconds))
+        self.wait(wait.seconds, wait.doing())
+        state.waiting = None
         return True
 
     def log_end(self, attempt: _Attempt, outcome: str, reason: str | None = None) -> None:
@@ -6587,24 +6697,25 @@ def window_trouble(plan: RunPlan, agent: AgentCommand, env: Environ) -> str:
 def schema_trouble(plan: RunPlan, agent: AgentCommand) -> str:
     """What `verdict: schema` cannot do with this agent (SPEC 21), for a run and `doctor`."""
     cli = agent.cli
-    return "" if plan.verdict != "schema" or (cli and cli.schema_flag) else \
-        "schema needs an agent CLI with a schema flag (%s), not %s" % (", ".join(
-            row.name for row in AGENT_CLIS if row.schema_flag), cli.name if cli else "this one")
+    if plan.verdict != "schema" or (cli and cli.schema_flag):
+        return ""
+    return "schema needs an agent CLI with a schema flag (%s), not %s" % (", ".join(
+        row.name for row in AGENT_CLIS if row.schema_flag), cli.name if cli else "this one")
 
 
 def _closing_line(state: LoopState, plan: RunPlan) -> str:
     """The closing progress line (also the log's exit reason), from the table of stops,
     with the run's total usage when the agent reported any."""
-    stop = state.stop or STOP_SUCCESS
-    if stop == STOP_INTERRUPTED:
-        stop = STOP_INTERRUPTED_WAITING if state.waiting_for else \
-            STOP_INTERRUPTED if state.interrupted_during is not None else STOP_INTERRUPTED_BETWEEN
+    stop, when = state.stop or STOP_SUCCESS, "between iterations"
+    if state.interrupted_during is not None:
+        when = "during iteration %d" % state.interrupted_during
+    if state.waiting:
+        when = "while waiting for " + state.waiting.row.waiting_for
     words = STOPS[stop].words.format(
         done=plural(state.finished, "iteration"), total=format_duration(state.elapsed()),
         reason=state.reason, failures=state.consecutive_failures, cap=plan.max_iterations or 0,
         max_time=format_budget(plan.max_time or 0), max_cost=format_cost(plan.max_cost or 0),
-        signal=signal_name(state.interrupted_by or signal.SIGINT), during=state.interrupted_during,
-        waiting=WAITING_FOR.get(state.waiting_for or "", WAITING_FOR[CAUSE_LIMIT]))
+        signal=signal_name(state.interrupted_by or signal.SIGINT), when=when)
     return words + usage_suffix(state.usage)
 
 
@@ -6638,7 +6749,8 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
     if resumed:
         state.finished, state.failures = resumed["finished"], resumed["failures"]
         state.consecutive_failures, state.usage = resumed["consecutive"], dict(resumed["usage"])
-        state.baseline = (resumed.get("baseline") or {}).get("result")  # (none yet: it runs now)
+        said = resumed.get("baseline")  # (none yet: it runs now)
+        state.baseline = Baseline(plan.verify or "", said["exit_code"], said["line"]) if said else None
         state.previous, state.cut_short = resumed.get("previous"), True
         state.started -= resumed["seconds"]
         progress.info("Resuming procedure: %s (%s; %s done, %s so far)" % (
@@ -6663,8 +6775,8 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
         log.session_start(plan, agent, state.started_wall, resumed)
     # What runs here saw of the windows, while their reset lies ahead: iteration 1 is
     # judged on it (SPEC 18), and `status` shows it.
-    run.note_windows([(name, reading, time.time()) for name, reading in remembered_windows(
-        plan.log_dir, time.time()).items()])
+    note_windows(state.windows, [(name, reading, time.time()) for name, reading in remembered_windows(
+        plan.log_dir, time.time()).items()], log)
     if state.windows:
         progress.info("Subscription windows: %s (the last readings here)" % windows_words(state.windows))
     try:
@@ -6925,9 +7037,12 @@ def plan_run(options: Any, config: Config, procedure_name: str,
             fragments[phase] = procedure.get(phase) or []
             sources[phase] = config.where(("procedures", procedure_name, phase))
     if options.verbose or options.quiet or options.log_level:
-        verbosity = VERBOSE if options.verbose else QUIET if options.quiet else LOG_LEVELS[options.log_level]
-        sources["verbosity"] = (TIER_FLAG, "--verbose" if options.verbose else "--quiet"
-                                if options.quiet else "--log-level", None)
+        flag, verbosity = "--log-level", LOG_LEVELS.get(options.log_level, NORMAL)
+        if options.quiet:
+            flag, verbosity = "--quiet", QUIET
+        if options.verbose:
+            flag, verbosity = "--verbose", VERBOSE
+        sources["verbosity"] = (TIER_FLAG, flag, None)
     else:
         verbosity = VERBOSE if settings["show_ai_output"] else LOG_LEVELS.get(settings["log_level"], NORMAL)
         sources["verbosity"] = sources["show_ai_output" if settings["show_ai_output"] else "log_level"]
@@ -6971,7 +7086,7 @@ def plan_run(options: Any, config: Config, procedure_name: str,
         procedure=procedure_name, fragments=fragments, context=_read_context(options.context, cwd),
         max_iterations=max_iterations, signals=signals, agent=agent, env=env, verbosity=verbosity,
         color=_use_color(options.color, sys.stderr), cwd=cwd, sources=sources, gates=gates,
-        log_dir=log_dir, settings=settings, argv=list(getattr(options, "argv", [])),
+        log_dir=log_dir, settings=settings, argv=tuple(getattr(options, "argv", ())),
         prompt_file=os.path.join(cwd, prompt_file) if prompt_file not in (None, "-") else None,
         prompt_text=prompt_text)
 
@@ -7058,10 +7173,11 @@ def command_run(options: Any, procedure_name: str, positional: str | None,
         if plan.gates.need_git() and not repo:
             wanted = [name for name, on in (("git.commit", plan.gates.commit), ("git.push", plan.gates.push),
                                             ("stuck.no_change", plan.gates.no_change)) if on]
+            one = len(wanted) == 1
+            why = "but " + why if why else "and %s is not in one (run 'git init', or turn %s off)" % (
+                plan.cwd, ("them", "it")[one])
             raise ConfigError("procedures.%s: %s need%s a git repository, %s" % (
-                procedure_name, " and ".join(wanted), "s" if len(wanted) == 1 else "",
-                "and %s is not in one (run 'git init', or turn %s off)" % (
-                    plan.cwd, "it" if len(wanted) == 1 else "them") if not why else "but " + why))
+                procedure_name, " and ".join(wanted), "s" * one, why))
         who, why = commit_identity(GateRunner(plan).git) if plan.gates.commit else ("", "")
         if who is None:  # (each iteration's work would fail to commit)
             raise RoodaError("git.commit is on, but git has no identity to commit with here (%s); %s"
@@ -7160,7 +7276,7 @@ def command_config(options: Any, procedure_name: str | None) -> int:
     out = ["files, lowest tier first:"] + files + [""]
     width = max(len(key) for key, *_ in rows)
     for key, value, tier, path, number in rows:
-        where = "" if not path else "  (%s%s)" % (path, ":%d" % number if number else "")
+        where = "  (%s)" % _located(path, number) if path else ""
         out.append("%-9s  %-*s  %s%s" % (tier, width, key, json.dumps(value, ensure_ascii=False), where))
     write_stdout("\n".join(out) + "\n")
     return 0
@@ -7208,9 +7324,10 @@ def command_info(options: Any, name: str) -> int:
     out += ["", "settings for a run (value, then where it comes from):"]
     for key, value, (tier, path, line) in plan_listing(plan, cwd):
         if key not in PHASES:
-            shown = "none" if value is None else value if isinstance(value, str) else \
-                _scalar_text(value) if not isinstance(value, (dict, list)) else json.dumps(value)
-            where = " %s%s" % (path, ":%d" % line if line else "") if path else ""
+            shown = json.dumps(value)
+            if value is None or isinstance(value, (str, bool, int, float)):
+                shown = "none" if value is None else _scalar_text(value)
+            where = " " + _located(path, line) if path else ""
             out.append("  %-20s %-40s %s%s" % (key, shown, tier, where))
     write_stdout("\n".join(out) + "\n")
     return 0
@@ -7264,9 +7381,9 @@ def _doctor_git(report: Callable[[str, str], None], plan: RunPlan, cwd: str) -> 
     gates = plan.gates
     repo, why = find_repository(cwd)
     if not gates.need_git():
+        said = "repository %s" % repo.top if repo else "not a repository (no gate needs one)"
         report("warning" if why else "ok", "git: %s" % (
-            "%s (no gate needs git; the logs will not record HEAD)" % why if why else
-            "repository %s" % repo.top if repo else "not a repository (no gate needs one)"))
+            "%s (no gate needs git; the logs will not record HEAD)" % why if why else said))
         return
     if not repo:
         report("error", "git: the procedure's git gates need a git repository; %s" % (
@@ -7274,9 +7391,10 @@ def _doctor_git(report: Callable[[str, str], None], plan: RunPlan, cwd: str) -> 
         return
     run_git = GateRunner(plan).git
     who, why = commit_identity(run_git)
-    report("ok" if who or not gates.commit else "error", "git: repository %s%s" % (
-        repo.top, ", committing as " + who if who else "") if who or not gates.commit else
-        "git: no identity to commit with (%s); %s" % (why, GIT_IDENTITY_HINT))
+    if who or not gates.commit:
+        report("ok", "git: repository %s%s" % (repo.top, ", committing as " + who if who else ""))
+    else:
+        report("error", "git: no identity to commit with (%s); %s" % (why, GIT_IDENTITY_HINT))
     if gates.push:
         remote = run_git(["remote", "-v"]).out.split()
         report("ok" if remote else "error", "git: pushing to %s (%s)" % tuple(remote[:2]) if remote else
@@ -7319,9 +7437,9 @@ def command_doctor(options: Any, name: str | None) -> int:
                                       " its prompt would read as done; put it inside a sentence" % bare)
         except RoodaError as exc:
             report("error", "procedure %s: %s" % (name, exc))
-    agent = plan.agent if plan else (
-        resolve_agent(config, None, options.ai_cmd, options.ai_cmd_alias, options.ai_format)
-        if config else None)
+    agent = plan.agent if plan else None
+    if config and not plan:
+        agent = resolve_agent(config, None, options.ai_cmd, options.ai_cmd_alias, options.ai_format)
     if config and not agent:
         report("error", str(no_agent_error()))
     elif agent:
@@ -7354,11 +7472,13 @@ def command_doctor(options: Any, name: str | None) -> int:
             with _suppress(RoodaError):
                 held = awake[:-1] + ["true"] if awake[0] != "caffeinate" else ["caffeinate", "-i", "true"]
                 works = run_agent(held, "", limits=Limits(timeout=10)).exit_code == 0
-        report("ok" if works or not plan.keep_awake else "warning", "keep-awake: " + (
-            "off (keep_awake: false)" if not plan.keep_awake else
-            "%s holds off sleep while a run goes on" % awake[0] if awake and works else
-            "unavailable (%s); keep the machine awake some other way" % ("%s does not work here" % awake[0]
-                                                                         if awake else "no systemd-inhibit")))
+        if not plan.keep_awake:
+            report("ok", "keep-awake: off (keep_awake: false)")
+        elif awake and works:
+            report("ok", "keep-awake: %s holds off sleep while a run goes on" % awake[0])
+        else:
+            report("warning", "keep-awake: unavailable (%s); keep the machine awake some other way" % (
+                "%s does not work here" % awake[0] if awake else "no systemd-inhibit"))
         if plan.log_dir is None:
             report("ok", "logs: off (--no-log)")
         else:
@@ -7416,7 +7536,9 @@ def command_vendor(options: Any, directory: str) -> int:
     for rel, digest in new.items():
         dest = os.path.join(target, rel)
         current = _sha256(dest) if os.path.exists(dest) else None
-        actions[rel] = "new" if current is None else "same" if current == digest else "update"
+        actions[rel] = "new" if current is None else "update"
+        if current == digest:
+            actions[rel] = "same"
         if current not in (None, digest, old.get(rel)):
             edited.append(rel)
     stale = [rel for rel in old if rel not in new and os.path.isfile(os.path.join(target, rel))]
@@ -7465,15 +7587,16 @@ def command_vendor(options: Any, directory: str) -> int:
 def _status_text(summary: Fields, cwd: str, now: float) -> str:
     """The summary for a person."""
     cap, state, pid = summary["max_iterations"], summary["state"], summary["pid"]
-    held = summary["waiting_for"] in HOLDS  # (before the next iteration)
+    waiting = wait_kind(summary["waiting_for"])
+    held = waiting.holds  # (before the next iteration)
     number = "%s%s" % ((summary["iterations"] or 0) + 1 if held else summary["iteration"] or 1,
                        "/%d" % cap if cap else "")
     until = parse_iso_time(summary["waiting_until"]) if summary["waiting_until"] else None
-    waiting_for = WAITING_FOR.get(summary["waiting_for"], WAITING_FOR[CAUSE_LIMIT])
-    under_way = "iteration %s under way" % number if until is None else \
-        "waiting for %s until %s (%s left); iteration %s %s then" % (
-            waiting_for, clock_words(until, now), format_duration(max(until - now, 0)), number,
-            "starts" if held else "runs again")
+    under_way = "iteration %s under way" % number
+    if until is not None:
+        under_way = "waiting for %s until %s (%s left); iteration %s %s then" % (
+            waiting.waiting_for, clock_words(until, now), format_duration(max(until - now, 0)), number,
+            ("runs again", "starts")[held])
     moment = parse_iso_time(summary["last_event_time"]) or now
     states = {RUN_RUNNING: "running (pid %s), %s" % (pid, under_way),
               RUN_STOPPED: "stopped (pid %s, Ctrl+Z: `fg` in its terminal goes on), %s" % (pid, under_way),
@@ -7509,15 +7632,18 @@ def _status_row(summary: Fields) -> str:
     why it ended (else the last failure's reason), and where it ran (many loops may
     share a log directory, SPEC 19); `?` for what the tail did not hold."""
     started = parse_iso_time(summary["started"]) if summary["started"] else None
-    cap = summary["max_iterations"]
-    cost = (summary["usage"] or {}).get("cost_usd")
+    cap, cost = summary["max_iterations"], (summary["usage"] or {}).get("cost_usd")
+    spent = "?" if summary["successes"] is None else "-"  # (the tail did not say; nothing reported)
+    if cost is not None:
+        spent = format_cost(cost)
+    why = summary["reason"] or ""  # (a death, and the last failure before it: SPEC 16 rev 4)
+    if summary["last_failure"] and (not why or summary["state"] == RUN_DIED):
+        why += "; " * bool(why) + "last failure: " + summary["last_failure"]
     return "%s  %-12s  %7s  %-11s  %9s  %6s  %s%s" % (
         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "?" * 19,
         clean(str(summary["procedure"])), "%d%s" % (summary["iterations"], "/%d" % cap if cap else ""),
         summary["status"] if summary["state"] == RUN_ENDED else summary["state"],
-        format_duration(summary["elapsed_seconds"] or 0), format_cost(cost) if cost is not None
-        else "?" if summary["successes"] is None else "-", _one_line(summary["reason"] or (
-            "last failure: " + summary["last_failure"] if summary["last_failure"] else ""), 100),
+        format_duration(summary["elapsed_seconds"] or 0), spent, _one_line(why, REASON_CHARS),
         "  in " + clean(summary["cwd"]) if summary["cwd"] else "")
 
 
@@ -7552,36 +7678,28 @@ def command_status(options: Any) -> int:
     return 0 if summaries else 1
 
 
-def _resume_context(events: List[Fields]) -> Tuple[str | None, _Attempt | None]:
-    """What a resumed session needs besides its counts (SPEC 16), from its events: the
-    prompt it read from stdin, and the iteration the next attempt is told of -- the last
-    counted one when it failed or named a next step, else a failing baseline."""
-    prompt, previous = None, None
+def _resume_context(events: List[Fields]) -> Tuple[str | None, Told | Baseline | None]:
+    """What a resumed session needs besides its counts (SPEC 16), from its events' fields:
+    the prompt it read from stdin, and what the next attempt is told of -- the last
+    counted iteration, else a failing baseline."""
+    prompt: str | None = None
+    previous: Told | Baseline | None = None
     for event in events:
         try:
             name, code = event["event"], event.get("exit_code")
             if name == "session_start" and isinstance(event.get("prompt"), str):
                 prompt = event["prompt"]
             elif name == "gate" and event.get("baseline") and code:
-                previous = _Attempt(0, "0")
-                previous.feedback, previous.reason = str(event["line"]).encode(), ("verify exit %d" % code,
-                                                                                   str(event["line"]))
-                previous.source = "the verifier's (`%s`)" % event["command"]
+                previous = Baseline(str(event["command"]), int(code), str(event.get("line") or ""))
             elif name == "iteration_end" and event.get("outcome") not in (LIMITED, UNAVAILABLE,
                                                                           OUTCOME_INTERRUPTED):
-                previous = _Attempt(event["iteration"], str(event["iteration"]))
-                previous.outcome, previous.result = event["outcome"], AgentResult(exit_code=int(code or 0))
-                previous.next_step = _typed(_mapping(event.get("verdict")).get("next_step"), str)
-                if event.get("reason"):
-                    head, _, text = str(event["reason"]).partition(": ")
-                    previous.reason = (head, text)
-                if event.get("feedback"):
-                    previous.source, text = map(str, event["feedback"])
-                    previous.feedback = text.encode("utf-8")
+                source, text = map(str, event.get("feedback") or ("the agent's", ""))
+                previous = Told(int(event["iteration"]), str(event["outcome"]), int(code or 0),
+                                _typed(event.get("cause"), str), str(event.get("reason") or ""),
+                                feedback=text.encode("utf-8"), source=source,
+                                next_step=_typed(_mapping(event.get("verdict")).get("next_step"), str))
         except (ValueError, KeyError, TypeError):
             continue  # (what has not its shape tells nothing: the attempt goes on without it)
-    if previous and previous.number == 0:
-        previous.result, previous.outcome = AgentResult(exit_code=1), FAILURE
     return prompt, previous
 
 

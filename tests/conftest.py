@@ -59,9 +59,13 @@ class FakeAgent:
             return json.load(stream)
 
     def pid(self, call=1, name=None):
+        """The pid the agent wrote (waited for: a file just created may be empty yet)."""
         path = os.path.join(self.state, name or "pid-%d" % call)
-        with open(path) as stream:
-            return int(stream.read())
+
+        def written():
+            with open(path) as stream:
+                return stream.read().strip()
+        return int(wait_until(written, 10.0))
 
     def started(self, call):
         with open(os.path.join(self.state, "time-%d" % call)) as stream:

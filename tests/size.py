@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""What rooda.py costs to load (`make size`; SPEC 17, revision 4).
+"""What rooda.py costs to load (`make size`; SPEC 17, revisions 4 and 5).
 
 Per part (a part starts at a `# ==== N. Name ====` line; what comes before part 1 is a
 row of its own) and in all: lines, tokens and compile milliseconds. Tokens are the
-tokenize module's, every one but NEWLINE, NL, INDENT, DEDENT, ENCODING and ENDMARKER:
-comments and docstrings count, line breaks do not, so rewrapping a line changes nothing.
+tokenize module's, every one but COMMENT, NEWLINE, NL, INDENT, DEDENT, ENCODING and
+ENDMARKER: docstrings count; comments cost nothing to compile and do not (rev 5), nor do
+line breaks, so neither rewrapping a line nor explaining it changes the count.
 Compile time is the best of several compile() calls: a part on its own text, the total
 on the whole file. Then the lines over 110 characters and the token budget.
 
@@ -19,11 +20,11 @@ import time
 import tokenize
 
 ROODA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rooda.py")
-BUDGET_TOKENS = 62000   # SPEC 17 (rev 4): at most this many at the end of revision 4
+BUDGET_TOKENS = 68000   # SPEC 17 (rev 5): at most this many at the end of revision 5
 MAX_COLUMNS = 110       # SPEC 17: no line over 110 characters
 COMPILE_ROUNDS = 7
 PART = re.compile(r"^# ==== (\d+\. .*?) =+\s*$")
-UNCOUNTED = {tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,
+UNCOUNTED = {tokenize.COMMENT, tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,
              tokenize.ENDMARKER}
 
 
