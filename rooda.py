@@ -91,19 +91,21 @@ PHASES = ("observe", "orient", "decide", "act")  # the four OODA phases, in prom
 # How much a run says on stderr (-q, default, -v), and SPEC 2's --log-level words (the Go rooda's).
 QUIET, NORMAL, VERBOSE = 0, 1, 2
 LOG_LEVELS = {"debug": VERBOSE, "info": NORMAL, "warn": QUIET, "error": QUIET}
-# The commands and their word counts: (fewest, most, usage). Anything else is a procedure.
-COMMAND_WORDS = {
-    "run": (1, 2, "run <procedure> [max_iterations] [options]"),
-    "prompt": (1, 2, "prompt <file|-> [max_iterations] [options]"),
-    "list": (0, 0, "list"),
-    "info": (1, 1, "info <procedure>"),
-    "config": (0, 2, "config [<procedure>] [--json]"),
-    "doctor": (0, 1, "doctor [<procedure>]"),
-    "status": (0, 1, "status [SESSION] [--all] [--json] [--log-dir DIR]"),
-    "resume": (0, 1, "resume [SESSION] [options]"),
-    "vendor": (1, 1, "vendor <dir> [--force]"),
+# The commands: (fewest words, most words, usage, the options it takes -- `run`: those of a
+# run, for a command that plans one -- of which an option no other command takes is its
+# alone). Anything else is a procedure; dispatch calls each command's function.
+COMMANDS = {
+    "run": (1, 2, "run <procedure> [max_iterations] [options]", "run"),
+    "prompt": (1, 2, "prompt <file|-> [max_iterations] [options]", "run"),
+    "list": (0, 0, "list", "--config"),
+    "info": (1, 1, "info <procedure>", "run"),
+    "config": (0, 2, "config [<procedure>] [--json]", "run --json"),
+    "doctor": (0, 1, "doctor [<procedure>]", "run"),
+    "status": (0, 1, "status [SESSION] [--all] [--json] [--log-dir DIR]", "--all --json --log-dir --config"),
+    "resume": (0, 1, "resume [SESSION] [options]", "run"),
+    "vendor": (1, 1, "vendor <dir> [--force]", "--force"),
 }
-RESERVED_WORDS = tuple(COMMAND_WORDS) + ("help", "version")  # no procedure may take their names
+RESERVED_WORDS = tuple(COMMANDS) + ("help", "version")  # no procedure may take their names
 # Iteration outcomes (SPEC 5, the outcome matrix): a provider's limit or outage is
 # waited out and the iteration runs again; a signal ends one as interrupted.
 SUCCESS, COMPLETED, FAILURE, TIMEOUT, REJECTED = "success", "completed", "failure", "timeout", "rejected"
@@ -561,7 +563,6 @@ class Record:
 # again (git replaces a ref by renaming a new file over it, so a new inode says it changed).
 _FILE_CACHE: Dict[Tuple[str, str], Tuple[tuple, Any]] = {}
 _HEADS: Dict[str, Tuple[tuple, str | None]] = {}  # HEAD per git dir, by its files' signatures
-_PROGRAM_PATHS: Dict[Tuple[str, str], str | None] = {}  # (program, PATH) -> where it is
 _LAST_ECHOES: List[Any] = [None]    # the last prompt's echo lines (SignalScanner)
 _SUBREAPER: bool | None = None   # whether rooda became a child subreaper (Linux)
 _FATAL_SIGNAL: int | None = None  # a signal that ended the run: re-raised at exit
@@ -1107,8 +1108,7 @@ def load_yaml(text: str, path: str = "<string>") -> object:
 # new); every other list of CLIs, presets or formats is derived from these two tables.
 
 # Events are tuples, their kind first (cheap to make: a busy agent emits thousands),
-# made by the constructors below -- but for skim_claude, the fast path for Claude's
-# busiest lines, which writes a tool result's tuple itself.
+# made by the constructors below.
 EV_TEXT, EV_TOOL, EV_TOOL_RESULT, EV_USAGE = "text", "tool", "tool_result", "usage"
 EV_LIMIT, EV_ERROR, EV_NOTICE, EV_RETRY, EV_RESULT = "limit", "error", "notice", "retry", "result"
 EV_WINDOW, EV_SESSION = "window", "session"
@@ -1233,12 +1233,10 @@ def _text_of(content: object) -> str:
 
 class AgentFormat(Record):
     """One structured output format: its decoder (one JSON object -> a list of events, or
-    None for an object that is not an event of the format), an optional skim (events
-    straight from the raw line, for bulky lines nothing needs decoded), and whether the
-    format reports a cost."""
+    None for an object that is not an event of the format), and whether the format
+    reports a cost."""
 
     decode: Callable[[dict], list | None]
-    skim: Callable[[bytes], list | None] | None = None
     reports_cost: bool = False
 
 
@@ -1252,17 +1250,6 @@ def output_format(name: str, **options: Any) -> Callable:
         OUTPUT_FORMATS[name] = AgentFormat(decode=decode, **options)
         return decode
     return register
-
-
-def skim_claude(line: bytes) -> list | None:
-    """Tool results are most of a busy stream's bytes and only their failure matters: a
-    `user` line without `"is_error":true` (JSON escapes any quote inside a string, so
-    that text can only be structure) is a successful result, no decoding needed."""
-    if line.startswith(b'{"type":"user"') and b'"is_error":true' not in line:
-        return [(EV_TOOL_RESULT, len(line), False, "", None)]
-    if line.startswith(b'{"type":"stream_event"'):
-        return []
-    return None
 
 
 def _claude_tokens(usage: dict) -> Fields:
@@ -1301,7 +1288,7 @@ def _claude_result(event: dict) -> list:
     return events + [result_event(True, final, event.get("structured_output"))]
 
 
-@output_format("claude", skim=skim_claude, reports_cost=True)
+@output_format("claude", reports_cost=True)
 def decode_claude(event: dict) -> list | None:
     """Claude Code `-p --output-format stream-json --verbose` (also Qwen Code, Amp)."""
     kind, message = event.get("type"), _mapping(event.get("message"))
@@ -2463,18 +2450,9 @@ def _env_layer(environ: Environ, cwd: str, report: Callable) -> dict:
                 name, key) if key in SETTING else "%s is not a loop setting%s" % (name, hint))
             continue
         text = raw.strip()
-        if text in ("", "null"):
-            value: object = None
-        elif text.lower() in ("true", "false"):
-            value = text.lower() == "true"
-        elif SETTING[key].check is _v_bool and text in ("1", "0"):
+        value = _yaml_plain_value(text)  # (typed as the same word in a YAML file is)
+        if SETTING[key].check is _v_bool and text in ("1", "0"):
             value = text == "1"
-        elif re.fullmatch(r"[-+]?[0-9]+", text):
-            value = int(text)
-        elif re.fullmatch(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text):
-            value = float(text)
-        else:
-            value = text
         if key == "log_dir" and isinstance(value, str):
             value = _resolve_path(cwd, value)
         loop[key] = value
@@ -2888,33 +2866,24 @@ def build_prompt(plan: RunPlan, previous: Told | Baseline | None, left: Sequence
     return assemble_prompt(phases, plan.context, feedback or None)
 
 
-def _fragment_names(plan: RunPlan) -> List[str]:
+def prompt_sources(plan: RunPlan) -> List[Tuple[str, str]]:
+    """Where a run's prompt comes from, as (name, text): standard input, the prompt file,
+    or each fragment (a path, or a phase's inline content) -- the .jsonl's `fragments`."""
     if plan.prompt_text is not None:
-        return ["(standard input)"]
+        return [("(standard input)", plan.prompt_text)]
     if plan.prompt_file is not None:
-        return [_display_path(plan.prompt_file, plan.cwd)]
-    return [_display_path(f["path"], plan.cwd) if "path" in f else "(content)"
-            for phase in PHASES for f in plan.fragments[phase]]
+        return [(_display_path(plan.prompt_file, plan.cwd), read_text(plan.prompt_file, "prompt file"))]
+    return [(_display_path(fragment["path"], plan.cwd) if "path" in fragment else phase + " (inline content)",
+             text) for phase in PHASES
+            for fragment, text in zip(plan.fragments[phase], read_fragments(plan.fragments[phase], phase))]
 
 
 def bare_signal_lines(plan: RunPlan) -> str:
     """Where the prompt has a promise marker alone on a line (the Go rooda's signal
     fragment does; an agent that echoes its prompt would read as SUCCESS), in one phrase
     naming the fragments and their lines; "" when it has none."""
-    markers = set(signal_markers(plan.signals))
-    sources = []
-    if plan.prompt_text is not None:
-        sources.append(("the prompt from standard input", plan.prompt_text))
-    elif plan.prompt_file is not None:
-        sources.append((_display_path(plan.prompt_file, plan.cwd),
-                        read_text(plan.prompt_file, "prompt file")))
-    else:
-        for phase in PHASES:
-            for fragment, text in zip(plan.fragments[phase], read_fragments(plan.fragments[phase], phase)):
-                sources.append((_display_path(fragment["path"], plan.cwd) if "path" in fragment
-                                else "%s (inline content)" % phase, text))
-    found = []
-    for where, text in sources:
+    markers, found = set(signal_markers(plan.signals)), []
+    for where, text in prompt_sources(plan):
         numbers = [str(number) for number, line in enumerate(text.splitlines(), 1) if line.strip() in markers]
         if numbers:
             found.append("%s line%s %s" % (where, "s" if len(numbers) > 1 else "", ", ".join(numbers)))
@@ -3172,73 +3141,22 @@ class AgentResult(Record):
     output: bytes = b""             # a gate's last 8 KiB
 
 
-class _Child:
-    """The agent process: its pid (also its process group) and, once reaped, its status."""
-
-    __slots__ = ("pid", "returncode", "popen")
-
-    def __init__(self, pid: int, popen: Any = None) -> None:
-        self.pid: int = pid
-        self.returncode: int | None = None
-        self.popen = popen
-
-    def poll(self) -> int | None:
-        """The exit status (negative: killed by that signal) once the child is gone."""
-        if self.returncode is None and self.popen:
-            self.returncode = self.popen.poll()
-        elif self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-                if pid:
-                    self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else \
-                        os.WEXITSTATUS(status)
-            except ChildProcessError:
-                self.returncode = -signal.SIGKILL  # reaped elsewhere: its status is lost
-        return self.returncode
-
-    def wait(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while self.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-
-
-# Signals CPython ignores for itself (SIGPIPE, SIGXFSZ) and a child must not inherit
-# ignored: with SIGPIPE ignored, `yes | head -1` in the agent's tools never ends. A
-# SIGHUP or SIGINT that rooda inherited as ignored (nohup, `&`) is not in the set: it
-# stays ignored for the agent too (SPEC 7). subprocess.Popen resets the same pair.
-_RESET_SIGNALS = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, name))
-
-
 def _spawn(argv: List[str], use_stdin: bool, env: Env | None,
-           cwd: str | None) -> Tuple[_Child, int | None, int, int]:
+           cwd: str | None) -> Tuple[Any, int | None, int, int]:
     """Start argv in its own session with pipes for stdin (or /dev/null), stdout and
-    stderr; returns the child and our ends (stdin write end or None, stdout, stderr).
-
-    os.posix_spawn (vfork and exec) costs about a third less than subprocess.Popen per
-    iteration; Popen remains for what it cannot do (another cwd, no posix_spawn)."""
+    stderr; returns the child (a Popen) and our ends (stdin write end or None, stdout,
+    stderr). Popen gives the child the default SIGPIPE and SIGXFSZ that CPython ignores
+    for itself (with SIGPIPE ignored, `yes | head -1` in the agent's tools never ends); a
+    SIGHUP or SIGINT that rooda inherited as ignored (nohup, `&`) stays ignored (SPEC 7)."""
+    import subprocess
     stdin_read, stdin_write = os.pipe() if use_stdin else (os.open(os.devnull, os.O_RDONLY), None)
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     theirs = (stdin_read, out_write, err_write)
     try:
-        program = argv[0]
-        if hasattr(os, "posix_spawn") and (cwd is None or cwd == os.getcwd()) and \
-                os.environ.get("ROODA_SPAWN") != "popen":
-            if os.sep not in program:
-                key = (program, os.environ.get("PATH", ""))
-                if key not in _PROGRAM_PATHS:
-                    _PROGRAM_PATHS[key] = _which(program)
-                program = _PROGRAM_PATHS[key] or program
-            actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(theirs)]
-            pid = os.posix_spawn(program, argv, os.environ if env is None else env,
-                                 file_actions=actions, setsid=True, setsigdef=_RESET_SIGNALS)
-            child = _Child(pid)
-        else:
-            import subprocess
-            popen = subprocess.Popen(argv, stdin=stdin_read, stdout=out_write, stderr=err_write,
-                                     cwd=cwd, env=env, start_new_session=os.name != "nt",
-                                     creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0))
-            child = _Child(popen.pid, popen)
+        child = subprocess.Popen(argv, stdin=stdin_read, stdout=out_write, stderr=err_write, cwd=cwd, env=env,
+                                 start_new_session=os.name != "nt",
+                                 creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0))
     except OSError as exc:
         for fd in theirs + (stdin_write, out_read, err_read):
             if fd is not None:
@@ -3542,7 +3460,7 @@ class _Supervision:
     timed_out: str | None = None     # "timeout" | "idle"
     interrupted: int | None = None   # the signal that interrupted the run
 
-    def __init__(self, child: _Child, pump: Any, sinks: Dict[str, Sink | None],
+    def __init__(self, child: Any, pump: Any, sinks: Dict[str, Sink | None],
                  guard: SignalGuard | None, limits: Limits, ticker: Ticker | None,
                  seen_signals: int) -> None:
         self.child, self.pump, self.sinks, self.guard, self.ticker = child, pump, sinks, guard, ticker
@@ -3672,7 +3590,8 @@ class _Supervision:
             self.pump.close()
             if self.child.returncode is None:
                 _signal_group(self.child.pid, signal.SIGKILL)
-                self.child.wait(KILL_WAIT_SECONDS)  # an unkillable child must not hang rooda
+                with _suppress(Exception):  # (TimeoutExpired: an unkillable child must not hang rooda)
+                    self.child.wait(KILL_WAIT_SECONDS)
         if self.subreaper:
             _terminate_escapees({self.child.pid}, self.grace, self.guard)
         _HELPERS.watch(self.child.pid, None)
@@ -3696,7 +3615,7 @@ def _refuse_nul(argv: Sequence[str], env: Env | None) -> None:
 
 
 def _enter(cwd: str) -> str | None:
-    """Where to spawn a child that must run in `cwd`: None for right here (posix_spawn),
+    """Where to spawn a child that must run in `cwd`: None for right here (no chdir),
     else cwd (Popen changes into it). When our own directory was deleted and made again
     at the same path -- an agent that re-creates the project -- we move into the new one."""
     try:
@@ -4139,28 +4058,26 @@ class EventReader(Reader):
     def _line(self, line: bytes) -> None:
         if not line or line.isspace():  # (no strip: a line may be 16 MiB)
             return
-        events = self.format.skim(line) if self.format.skim else None
+        try:
+            event = self.loads(line)
+        except (ValueError, RecursionError):  # not JSON (invalid UTF-8, 100,000 `[`)
+            event = None
+        if not isinstance(event, dict):
+            self._own_text(line)
+            return
+        try:
+            events = self.format.decode(event)
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+            # An event shaped like none seen so far must not end the run: it is shown as
+            # the CLI's text and said once.
+            if not self.undecodable:
+                self.warn("an event of the agent's output could not be read as %s (%s); it is"
+                          " shown as text" % (self.format_name, exc))
+            self.undecodable += 1
+            self._own_text(line)
+            return
         if events is None:
-            try:
-                event = self.loads(line)
-            except (ValueError, RecursionError):  # not JSON (invalid UTF-8, 100,000 `[`)
-                event = None
-            if not isinstance(event, dict):
-                self._own_text(line)
-                return
-            try:
-                events = self.format.decode(event)
-            except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
-                # An event shaped like none seen so far must not end the run: it is shown
-                # as the CLI's text and said once.
-                if not self.undecodable:
-                    self.warn("an event of the agent's output could not be read as %s (%s); it is"
-                              " shown as text" % (self.format_name, exc))
-                self.undecodable += 1
-                self._own_text(line)
-                return
-            if events is None:
-                return  # an event type this format does not know: ignored
+            return  # an event type this format does not know: ignored
         self.events += 1
         for event in events:
             self._apply(event)
@@ -6332,7 +6249,7 @@ class _Run:
             progress.on_tick = lambda: log.write_live(dict(
                 pid=os.getpid(), iteration=self.during,
                 **(progress.activity.record() if progress.activity else {})))
-        self.fragment_names = _fragment_names(plan)  # for the logs: the same every iteration
+        self.fragment_names = [name for name, _ in prompt_sources(plan)]  # (the same every iteration)
 
     # -- waits and stops ---------------------------------------------------------------
 
@@ -6803,7 +6720,7 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
 # only main turns errors into messages.
 
 USAGE = "\n       ".join("python3 rooda.py " + usage for usage in (
-    ["<procedure> [max_iterations] [options]"] + [usage for _, _, usage in COMMAND_WORDS.values()]
+    ["<procedure> [max_iterations] [options]"] + [usage for _, _, usage, _ in COMMANDS.values()]
     + ["help | version | --help | --version"]))
 DESCRIPTION = """\
 Run an AI coding agent in an OODA loop: each iteration pipes a prompt assembled
@@ -6915,10 +6832,10 @@ def build_parser() -> Any:
     return parser
 
 
-# Options that belong to some commands only, and the commands that take only a few.
-COMMAND_OPTIONS = {"json": ("config", "status"), "all": ("status",), "force": ("vendor",)}
-OWN_OPTIONS = {"status": ("--all", "--json", "--log-dir", "--config"), "list": ("--config",),
-               "vendor": ("--force",)}
+# The options some commands alone take, and those commands.
+COMMAND_OPTIONS = {option: tuple(name for name, row in COMMANDS.items() if option in row[3].split())
+                   for row in COMMANDS.values() for option in row[3].split()
+                   if option not in ("run", "--config", "--log-dir")}
 
 
 def parse_args(argv: Sequence[str]) -> Any:
@@ -6929,9 +6846,10 @@ def parse_args(argv: Sequence[str]) -> Any:
     for word in extra:
         if word.startswith("-") and word != "-":
             name = word.split("=", 1)[0]
-            known = OWN_OPTIONS.get(command or "") or [  # "did you mean" only what the command takes
+            takes = COMMANDS.get(command or "", (0, 0, "", "run"))[3].split()
+            known = takes if "run" not in takes else [  # "did you mean" only what the command takes
                 o for action in parser._actions for o in action.option_strings if o.startswith("--") and
-                command in COMMAND_OPTIONS.get(o[2:], (command,))]
+                command in COMMAND_OPTIONS.get(o, (command,))]
             raise UsageError("unknown option '%s'%s" % (name, did_you_mean(name, known)))
         options.words.append(word)
     words = options.words
@@ -7764,10 +7682,10 @@ def dispatch(options: Any) -> int:
         return 0
     command, words = options.command, options.words
     for option, commands in COMMAND_OPTIONS.items():
-        if getattr(options, option) and command not in commands:
-            raise UsageError("--%s is only for %s" % (option, " and ".join("'%s'" % c for c in commands)))
-    if command in COMMAND_WORDS:
-        fewest, most, usage = COMMAND_WORDS[command]
+        if getattr(options, option[2:]) and command not in commands:
+            raise UsageError("%s is only for %s" % (option, " and ".join("'%s'" % c for c in commands)))
+    if command in COMMANDS:
+        fewest, most, usage, _ = COMMANDS[command]
         if len(words) > most:
             raise UsageError("unexpected argument '%s' (usage: python3 rooda.py %s)" % (words[most], usage))
         if len(words) < fewest:

@@ -27,7 +27,7 @@ def test_every_setting_is_in_the_readmes_list_of_loop_settings():
 
 
 def test_the_reserved_words_are_the_commands_and_the_readme_names_them_all():
-    assert set(rooda.COMMAND_WORDS) | {"help", "version"} == set(rooda.RESERVED_WORDS)
+    assert set(rooda.COMMANDS) | {"help", "version"} == set(rooda.RESERVED_WORDS)
     line = re.search(r"The words `([a-z ]+)` cannot name one", README).group(1)
     assert line.split() == list(rooda.RESERVED_WORDS)
 

@@ -137,8 +137,12 @@ def test_the_echo_guard_setup_is_linear_in_the_prompt():
     small, large = line * 1000, line * 8000
     signals = {"SUCCESS": ["<promise>SUCCESS</promise>"], "FAILURE": ["<promise>FAILURE</promise>"]}
 
+    calls = iter(range(1000))
+
     def setup(prompt):
-        return lambda: SignalScanner(signals, prompt + str(len(prompt)))  # no cache hit
+        # A new prompt each call: the scanner remembers the last prompt's echo lines, and a
+        # hit (the same string) would time nothing but noise.
+        return lambda: SignalScanner(signals, prompt + str(next(calls)))
     # 8x the prompt: linear is 8x the time, quadratic 64x. The bound sits far from both,
     # so a busy machine (2 cores, other work) does not make it flake.
     ratio = best_of(5, setup(large)) / best_of(5, setup(small))

@@ -504,8 +504,9 @@ def test_status_all_reads_a_long_sessions_first_line_and_tail(workspace, tmp_pat
     assert code == 0, err
     died, ended = [row.split(None, 7) for row in rows.splitlines()]
     assert died[1:7] == ["10:00:00", "build", "1000/2000", "died", "59m00s", "?"] and died[7] == (
-        "killed or crashed: no session_end; the last event iteration_end at 2026-11-25T10:59:00.000Z")
-    # (its death, not the failure before it: SPEC 16 rev 4)
+        "killed or crashed: no session_end; the last event iteration_end at 2026-11-25T10:59:00.000Z;"
+        " last failure: exit 1: boom 999")
+    # (its death, and the failure before it labelled as such: SPEC 16 rev 4, issue 36 item 12)
     assert ended[1:] == ["10:00:00", "build", "1000/2000", "aborted", "2h00m00s", "$500.00", "3 failures"]
     code, lines, _ = status(logs, "--all", "--json")
     died, ended = [json.loads(line) for line in lines.splitlines()]
