@@ -53,6 +53,7 @@ import os
 import re
 import signal
 import time
+from types import MappingProxyType  # (a table row's read-only mapping)
 
 # Licence: MIT. The version lives here and nowhere else (the Makefile and --version read it).
 __version__ = "0.2.0"
@@ -118,6 +119,12 @@ FAILING_OUTCOMES = (FAILURE, TIMEOUT, REJECTED)
 CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE = "auth", "billing", "limit", "outage"
 CAUSE_TIMEOUT, CAUSE_AGENT, CAUSE_ERROR = "timeout", "agent", "error"
 CAUSE_VERIFY, CAUSE_GIT, CAUSE_EXIT = "verify", "git", "exit"
+# A typed error kind no retry fixes (a model that does not exist, a CLI too old): the run
+# stops at once, exit 2, saying what to do (SPEC 13 rev 5).
+CAUSE_FATAL = "fatal"
+# The causes that stop the run at once (exit 2): no failure, no use of the cap; `resume`
+# runs the iteration again once the account, the login or the model is fixed.
+STOPPING_CAUSES = (CAUSE_AUTH, CAUSE_BILLING, CAUSE_FATAL)
 PROVIDER_CAUSES = (CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE)
 # The subscription windows agents report (SPEC 18): how `status` names each, and its
 # length in seconds.
@@ -366,6 +373,12 @@ def clean(text: str) -> str:
     dropped, other control characters blanked, so that it cannot retitle the terminal,
     write the clipboard or hide text; a NUL never reaches an argument or a variable."""
     return _CONTROLS.sub(lambda found: "" if found.group().startswith("\x1b") else " ", text)
+
+
+def _flat(text: object, limit: int = FEEDBACK_TAIL_BYTES) -> str:
+    """Text from an agent kept whole but safe (a verdict's explanation, its next step):
+    cleaned, its lines and blanks run together, at most `limit` characters."""
+    return " ".join(clean(text).split())[:limit] if isinstance(text, str) else ""
 
 
 def _one_line(text: object, limit: int = 160) -> str:
@@ -1153,14 +1166,16 @@ def limit_event(kind: str, message: str | None, resets_at: object) -> tuple:
     return (EV_LIMIT, kind, message, epoch if epoch is not None and 0 < epoch < 1e11 else None)
 
 
-def error_event(message: object, status: object = None, category: object = None) -> tuple:
+def error_event(message: object, status: object = None, *kinds: object) -> tuple:
     """An error the CLI reports: its message ("error" when it gives none), the HTTP status
-    (else the one it names), and its own word for it (authentication_failed, rate_limit, ...)."""
+    (else the one it names), and its typed kinds, finest first (SPEC 13 rev 5: Claude's
+    `api_error` then `error`, Copilot's `errorType`, ...): short words, cleaned."""
     message = str(message or "error")
-    if not isinstance(status, int):  # the one it names: `401`, `(429)`, `status: 429`
-        named = re.search(r"(?<![\d.:])(4\d\d|5\d\d)(?![\d.:])", message)
+    if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+        named = re.search(r"(?<![\d.:])(4\d\d|5\d\d)(?![\d.:])", message)  # `401`, `(429)`, `status: 429`
         status = int(named.group(1)) if named else None
-    return (EV_ERROR, message, status, _typed(category, str))
+    return (EV_ERROR, message, status, tuple(_one_line(kind, 60) for kind in kinds if isinstance(kind, str)
+                                             and kind.strip()))
 
 
 def notice_event(message: str, own: bool = True) -> tuple:
@@ -1279,9 +1294,8 @@ def _claude_result(event: dict) -> list:
     if event.get("is_error") is True:
         message = final or "; ".join(str(e) for e in _list(event.get("errors"))) or \
             str(event.get("subtype") or "error")
-        status = _number(event.get("api_error_status"))
-        return events + [error_event(message, int(status) if status else None, event.get("subtype")),
-                         result_event(False)]
+        return events + [error_event(message, event.get("api_error_status"), event.get("api_error"),
+                                     event.get("api_error_type"), event.get("subtype")), result_event(False)]
     if final is not None and final.startswith("[API Error"):
         # Qwen Code reports a failed request as a successful result (exit 0).
         return events + [error_event(final), result_event(False)]
@@ -1295,8 +1309,9 @@ def decode_claude(event: dict) -> list | None:
     blocks = [b for b in _list(message.get("content")) if isinstance(b, dict)]
     if kind == "assistant":
         texts = [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
-        if event.get("error"):  # a synthetic message that carries an API error
-            return [error_event(" ".join(texts) or str(event["error"]), None, str(event["error"]))]
+        if event.get("error"):  # a synthetic message that carries an API error, and its kinds
+            return [error_event(" ".join(texts) or str(event["error"]), event.get("api_error_status"),
+                                event.get("api_error"), event.get("error"), event.get("api_error_type"))]
         usage = _mapping(message.get("usage"))
         key = _typed(message.get("id"), str)  # (a dict's key)
         events: list = [usage_event(_claude_tokens(usage), "partial", key)] if usage else []
@@ -1395,13 +1410,16 @@ def decode_codex(event: dict) -> list | None:
     return None
 
 
-def codex_windows(thread: str, env: Mapping[str, str]) -> Dict[str, tuple]:
-    """Codex's windows after an iteration (SPEC 18): `exec --json` prints none, its session
-    rollout file (found by the thread id) has them in its last `token_count`. A file
+def codex_rollout(thread: str, env: Mapping[str, str]) -> Tuple[Dict[str, tuple], tuple]:
+    """What Codex left in its session rollout file after an iteration (`exec --json` prints
+    neither): the windows, from its last `token_count` (SPEC 18), and the typed kind of the
+    error its task ended with, `task_complete`'s `error.codex_error_info` -- a word, or
+    {word: {http_status_code: N}} -- as (kind, status), or () (SPEC 13 rev 5). A file
     format, not a contract: best effort, and nothing when it is not there."""
     import glob
-    home = env.get("CODEX_HOME") or os.path.expanduser("~/.codex")
+    home = home_path("$CODEX_HOME", env)
     limits: dict = {}
+    kind: tuple = ()
     with _suppress(OSError, ValueError):  # (no such file: max() of nothing)
         found = glob.glob(os.path.join(glob.escape(home), "sessions", "*", "*", "*",
                                        "rollout-*-%s.jsonl" % glob.escape(thread)))
@@ -1411,13 +1429,20 @@ def codex_windows(thread: str, env: Mapping[str, str]) -> Dict[str, tuple]:
                     payload = _mapping(_mapping(json.loads(line)).get("payload"))
                     if payload.get("type") == "token_count":
                         limits = _mapping(payload.get("rate_limits"))
+                    if payload.get("type") == "task_complete":
+                        info = _mapping(payload.get("error")).get("codex_error_info")
+                        named = _mapping(info)
+                        word = next(iter(named), None) if named else info
+                        status = _mapping(named.get(word)).get("http_status_code") if named else None
+                        kind = (word, status) if isinstance(word, str) and word else ()
     readings = {}
     for limit in map(_mapping, limits.values()):  # primary, secondary: 300 and 10080 minutes long
         name = {"300": "five_hour", "10080": "seven_day"}.get(str(limit.get("window_minutes")))
-        if name and _number(limit.get("used_percent")) is not None:
-            readings[name] = window_event(name, {"utilization": limit["used_percent"] / 100,
-                                                 "resetsAt": limit.get("resets_at")})[2]
-    return readings
+        used = _number(limit.get("used_percent"))
+        if name and used is not None:
+            reading = {"utilization": used / 100, "resetsAt": limit.get("resets_at")}
+            readings[name] = window_event(name, reading)[2]
+    return readings, kind
 
 
 @output_format("gemini")
@@ -1452,8 +1477,7 @@ def decode_gemini(event: dict) -> list | None:
         if event.get("status") != "error":
             return events + [result_event(True)]
         error = _mapping(event.get("error"))
-        return events + [error_event(error.get("message"), None, error.get("type")),
-                         result_event(False)]
+        return events + [error_event(error.get("message"), None, error.get("type")), result_event(False)]
     return None
 
 
@@ -1541,9 +1565,14 @@ class AgentCLI(Record):
     # schema as text, or (schema_file) in a file.
     schema_flag: str = ""
     schema_file: bool = False
-    # Where it reports the subscription windows (SPEC 18): True, in its stream; or the
-    # function that reads them after an iteration, given its run's id and environment.
-    windows: Any = False
+    windows: bool = False              # it reports the subscription windows (SPEC 18)
+    # What reads the files it left after an iteration, given its run's id and environment:
+    # ({window: reading}, (error kind, HTTP status) or ()) -- Codex's rollout file.
+    rollout: Callable[[str, Environ], Tuple[Dict[str, tuple], tuple]] | None = None
+    # Its typed error kinds (SPEC 13 rev 5): the cause of SPEC 15 each is ("": the HTTP
+    # status it names decides), and those no retry fixes, with what to do (CAUSE_FATAL).
+    kinds: Mapping[str, str] = MappingProxyType({})
+    cannot: Mapping[str, str] = MappingProxyType({})
     stop_signal: int = signal.SIGTERM  # what ends it well (SIGTERM, kill_grace, SIGKILL otherwise)
     # Known traps, for `doctor`: (level, applies(argv, env, in a git repository), message).
     pitfalls: Tuple[Tuple[str, Callable[[Sequence[str], Environ, bool], bool], str], ...] = ()
@@ -1555,9 +1584,28 @@ class AgentCLI(Record):
     def paid_by(self, env: Environ) -> Tuple[str, str] | None:
         """The first of its credentials found here, and who pays with it."""
         for where, who in self.credentials:
-            if os.path.exists(os.path.expanduser(where)) if where.startswith("~") else env.get(where):
+            if os.path.exists(home_path(where, env)) if where[:1] in "~$" else env.get(where):
                 return where, who
         return None
+
+
+def home_path(where: str, env: Environ) -> str:
+    """A CLI's file: `~/...`, or `$CODEX_HOME/...` -- the variable, else its default."""
+    if where.startswith("$"):
+        name, _, rest = where[1:].partition("/")
+        return os.path.join(os.path.expanduser(env.get(name) or CLI_HOMES.get(name, "~")), rest)
+    return os.path.expanduser(where)
+
+
+def _kinds(**causes: str) -> Dict[str, str]:
+    """A row's typed error kinds, by cause: `_kinds(auth="a b", limit="c")`."""
+    return {kind: cause.replace("by_status", "") for cause, kinds in causes.items() for kind in kinds.split()}
+
+
+# Where a CLI keeps its files when its variable is not set (`$CODEX_HOME/auth.json`).
+CLI_HOMES = {"CODEX_HOME": "~/.codex"}
+# What to do about a kind no retry fixes (SPEC 13 rev 5), by kind, for the rows' `cannot`.
+_NO_SUCH_MODEL = "choose a model that exists and that the account may use (the agent command's --model)"
 
 
 # The catalogue, in auto-detection order (SPEC 3); the README's preset table shows each
@@ -1573,6 +1621,16 @@ AGENT_CLIS = (
                      ("CLAUDE_CODE_OAUTH_TOKEN", "the Claude subscription of `claude setup-token`"),
                      ("~/.claude/.credentials.json", "the account `claude` /login signed in")),
         budget_flag="--max-budget-usd", schema_flag="--json-schema", windows=True,
+        # Claude Code 2.1.332's `error`, its finer `api_error`, the API's `api_error_type`.
+        kinds=_kinds(auth="authentication_failed oauth_org_not_allowed account_on_hold verification_required"
+                          " cloud_credential_error", billing="billing_error model_requires_usage_credits",
+                     limit="rate_limit usage_limit_reached rate_limit_error",
+                     outage="overloaded server_error connection_failed stream_idle_timeout overloaded_error"
+                            " api_error", error="invalid_request max_output_tokens message_over_context_limit"
+                                                " safety_monitor_blocked"),
+        cannot={"model_not_found": _NO_SUCH_MODEL, "claude_code_version_too_old": "update Claude Code"
+                " (npm install -g @anthropic-ai/claude-code)", "api_key_auth_disabled": "the organisation"
+                " allows no API keys: log in with `claude` /login instead, or ask its admin"},
         # On SIGTERM during a tool, Claude Code 2.1.197 kills the tool and asks the model
         # for its next turn (measured: two more requests and a file written after Ctrl+C);
         # SIGINT ends the turn and the tools.
@@ -1601,18 +1659,24 @@ AGENT_CLIS = (
         command="codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check"
                 " --color never --json -",
         stream_format="codex", stream_flags=(("--json", None),),
-        schema_flag="--output-schema", schema_file=True, windows=codex_windows,
+        schema_flag="--output-schema", schema_file=True, windows=True, rollout=codex_rollout,
+        # Codex 0.171.0's `codex_error_info` (in its rollout file, not on stdout).
+        kinds=_kinds(auth="unauthorized", limit="usage_limit_exceeded", outage="internal_server_error"
+                     " server_overloaded", error="context_window_exceeded bad_request sandbox_error",
+                     by_status="http_connection_failed response_too_many_failed_attempts"
+                               " response_stream_failed response_stream_disconnected"),
+        cannot={"model_not_found": _NO_SUCH_MODEL},
         login="OPENAI_API_KEY, or `codex login`",
         credentials=(("CODEX_API_KEY", "API billing (the OpenAI Platform account)"),
                      ("OPENAI_API_KEY", "API billing (the OpenAI Platform account)"),
-                     ("~/.codex/auth.json", "the ChatGPT plan or API key of `codex login`")),
+                     ("$CODEX_HOME/auth.json", "the ChatGPT plan or API key of `codex login`")),
         pitfalls=(("error", lambda argv, env, repo: "--skip-git-repo-check" not in argv and not repo,
                    "codex exec exits 1 outside a git repository without --skip-git-repo-check"),),
         words=(
             (CAUSE_LIMIT, r"You(?:'|’)ve hit your ((?:[\w'-]+ )*?limit)\b"),
             (CAUSE_BILLING, r"\bQuota exceeded\. Check your plan and billing details"),
             (CAUSE_LIMIT, r"exceeded retry limit, last status: 429", "rate limit"),
-            (CAUSE_OUTAGE, r"stream disconnected|unexpected status 5\d\d\b"),
+            (CAUSE_OUTAGE, r"stream disconnected|unexpected status 5\d\d\b|experiencing high demand"),
             (CAUSE_AUTH, r"unexpected status 401 Unauthorized"),
             (CAUSE_AUTH, r"Incorrect API key provided"))),
     AgentCLI(
@@ -1642,6 +1706,7 @@ AGENT_CLIS = (
                      ("GH_TOKEN", "the GitHub account's Copilot plan"),
                      ("GITHUB_TOKEN", "the GitHub account's Copilot plan"),
                      ("COPILOT_PROVIDER_API_KEY", "your own model provider")),
+        kinds=_kinds(auth="authentication", billing="insufficient_quota", limit="rate_limit"),
         pitfalls=(("error", lambda argv, env, repo: "-p" in argv or "--prompt" in argv,
                    "copilot ignores stdin when -p is given; drop -p"),)),
     AgentCLI(
@@ -1699,12 +1764,6 @@ AGENT_CLIS = (
 # every row's format is one of them.
 AGENT_FORMATS = ("text",) + tuple(OUTPUT_FORMATS)
 assert all(cli.stream_format in AGENT_FORMATS for cli in AGENT_CLIS), "a row names an unregistered format"
-# The error categories the CLIs report (Claude's `error`, Copilot's `errorType`, OpenCode's
-# error `name`), and the cause each one is (SPEC 15); an HTTP status decides where it is given.
-ERROR_CATEGORIES = {
-    "authentication_failed": CAUSE_AUTH, "authentication": CAUSE_AUTH, "billing_error": CAUSE_BILLING,
-    "rate_limit": CAUSE_LIMIT, "rate_limit_error": CAUSE_LIMIT, "overloaded": CAUSE_OUTAGE,
-    "overloaded_error": CAUSE_OUTAGE, "server_error": CAUSE_OUTAGE, "api_error": CAUSE_OUTAGE}
 # The presets by name, and their other names.
 PRESETS = {cli.name: cli for cli in AGENT_CLIS}
 PRESET_ALIASES = {alias: cli.name for cli in AGENT_CLIS for alias in cli.aliases}
@@ -3843,7 +3902,7 @@ class StreamReport(Record):
     tail: bytes                     # readable output for PREVIOUS ITERATION and the reason
     own_text: bytes                 # the last bytes of the CLI's own text: limit messages
     output_bytes: int
-    error: Tuple[str, int | None, str | None] | None = None  # (message, status, category)
+    error: Tuple[str, int | None, Tuple[str, ...]] | None = None  # (message, status, typed kinds)
     limit: Tuple[str, str | None, float | None] | None = None  # (kind, message, resets_at)
     cut_short: bool = False         # events of the format, but no run-ending one
     usage: Fields | None = None
@@ -3961,7 +4020,7 @@ class EventReader(Reader):
     dropping = False               # inside a line over MAX_EVENT_LINE
     dropped = 0                    # lines over MAX_EVENT_LINE
     undecodable = 0                # JSON the decoder could not make sense of
-    error: Tuple[str, int | None, str | None] | None = None
+    error: Tuple[str, int | None, Tuple[str, ...]] | None = None
     limit: Tuple[str, str | None, float | None] | None = None
     ended: bool | None = None   # the run-ending event: ok or not
     notice: str | None = None
@@ -4131,9 +4190,12 @@ class EventReader(Reader):
         elif kind == EV_SESSION:
             self.session = event[1]
         elif kind == EV_ERROR:
-            if self.error is None or self.error[0] != event[1]:  # Claude says it twice
-                self._show("  ✗ error: " + _one_line(event[1], 400))
-            self.error = event[1:]
+            _, message, status, kinds = event
+            if self.error is None or self.error[0] != message:
+                self._show("  ✗ error: " + _one_line(message, 400))
+            else:  # Claude says it twice (its message, then its result): the kinds of both, first said first
+                status, kinds = self.error[1] if status is None else status, self.error[2] + kinds
+            self.error = (message, status, tuple(dict.fromkeys(kinds)))
         elif kind == EV_NOTICE:
             self.notice = event[1] if event[2] else self.notice
             self._show("  · " + _one_line(event[1], 400))
@@ -4143,6 +4205,8 @@ class EventReader(Reader):
             self._show("  · " + self.notice)
         elif kind == EV_RESULT:
             _, self.ended, text, self.answer = event
+            if self.ended:
+                self.error = None  # the run ended well: an error it reported before was not its end
             if self.ended and text:
                 data = text.encode("utf-8", "replace")
                 self.scanner.feed("assistant", b"\n" + data + b"\n")
@@ -4478,34 +4542,59 @@ class ProviderTrouble(Record):
     message: str                    # the CLI's own words
     limit: str = ""                 # a limit's kind: five_hour, session limit, rate limit
     resets_at: float | None = None  # when a limit resets (epoch), if known
+    advice: str = ""                # what to do, when no retry fixes it (CAUSE_FATAL)
+
+
+def typed_kind(report: StreamReport, cli: AgentCLI | None) -> Tuple[str | None, str | None]:
+    """The typed kind of the error an iteration's CLI reported, as it gave it, and the cause
+    its catalogue row gives that kind (SPEC 13 rev 5): the first kind the row knows, else
+    the first given, whose cause is None -- as if absent: the wording decides. (None, None)
+    without one."""
+    kinds = report.error[2] if report.error else ()
+    for kind in kinds:
+        if cli and kind in cli.cannot:
+            return kind, CAUSE_FATAL
+        if cli and kind in cli.kinds:
+            return kind, cli.kinds[kind]
+    return (kinds[0] if kinds else None), None
+
+
+# The causes an HTTP status in a CLI's reported error means (SPEC 13, 15); 5xx: an outage.
+HTTP_CAUSES = {401: CAUSE_AUTH, 402: CAUSE_BILLING, 429: CAUSE_LIMIT}
 
 
 def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bool, now: float,
-                          preset: str | None) -> ProviderTrouble | None:
+                          cli: AgentCLI | None) -> ProviderTrouble | None:
     """The provider's trouble that ended an iteration, or None: from the structured
-    events of a run that ended badly (an error, no closing event, a non-zero exit), then,
-    for a failed iteration that did not say SUCCESS, from the last 2 KB of the CLI's own
-    text (and its exit code)."""
+    events of a run that ended badly (an error -- its typed kind first, then its HTTP
+    status and words --, no closing event, a non-zero exit), then, for a failed
+    iteration that did not say SUCCESS, from the last 2 KB of the CLI's own text (and
+    its exit code)."""
     if exit_code == 0 and report.error is None and not report.cut_short:
         return None
     limit_kind, said, resets = report.limit or ("", None, None)
     if report.error is not None:
-        message, status, category = report.error
-        word = ERROR_CATEGORIES.get((category or "").lower())
-        cause, kind, _ = provider_words(message)
-        if status == 401 or word == CAUSE_AUTH:
-            cause = CAUSE_AUTH
-        elif status == 402 or word == CAUSE_BILLING:
-            cause = CAUSE_BILLING
-        elif cause is None and (status == 429 or word == CAUSE_LIMIT or report.limit):
-            cause = CAUSE_LIMIT
-        elif cause is None and (status is not None and 500 <= status <= 599 or word == CAUSE_OUTAGE):
-            cause = CAUSE_OUTAGE
+        message, status, _ = report.error
+        kind, typed = typed_kind(report, cli)
+        by_status = HTTP_CAUSES.get(status or 0)
+        if status and 500 <= status <= 599:
+            by_status = CAUSE_OUTAGE
+        cause, words, _ = provider_words(message)
+        if typed is not None:  # a kind its row knows: its words may drift, its kinds do not
+            cause = typed or by_status
+        elif by_status in (CAUSE_AUTH, CAUSE_BILLING):
+            cause = by_status
+        elif cause is None:
+            cause = CAUSE_LIMIT if report.limit else by_status
         if cause == CAUSE_LIMIT:
-            return ProviderTrouble(cause, message, limit=limit_kind or kind or "rate limit",
+            return ProviderTrouble(cause, message, limit=limit_kind or words or "rate limit",
                                    resets_at=resets or parse_reset_time(message, now))
-        if cause is not None:
+        if cause == CAUSE_FATAL and cli:
+            return ProviderTrouble(cause, message, advice=cli.cannot[str(kind)])
+        if cause in PROVIDER_CAUSES:
             return ProviderTrouble(cause, message)
+        if typed is not None:
+            return None  # (an error of the iteration's own, as its kind says)
     elif report.limit is not None:
         return ProviderTrouble(CAUSE_LIMIT, limit=limit_kind, resets_at=resets,
                                message=said or "the provider refused the request (%s limit)" % limit_kind)
@@ -4516,7 +4605,7 @@ def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bo
     if success_said:
         return None
     text = _decode(report.own_text)
-    if preset in PRESETS and exit_code in PRESETS[preset].auth_exit_codes:
+    if cli and exit_code in cli.auth_exit_codes:
         return ProviderTrouble(CAUSE_AUTH, telling_line(text) or "exit %d" % exit_code)
     cause, kind, line = provider_words(text, _CLI_WORDS)
     if cause is None:
@@ -4595,13 +4684,14 @@ def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Tup
                            "time limit of %s reached" % format_budget(plan.iteration_timeout or 0))
     if cause == CAUSE_AGENT:
         return "agent", attempt.explanation or "the agent signalled FAILURE (and said nothing else)"
+    kind = " (%s)" % attempt.error_kind if attempt.error_kind else ""  # (`outage (server_error)`: SPEC 13)
     if attempt.trouble:
-        return cause or "", _one_line(attempt.trouble.message, REASON_CHARS)
+        return (cause or "") + kind, _one_line(attempt.trouble.message, REASON_CHARS)
     # The CLI's last notice (codex's `error` event, a retry message) often says why a run
     # ended badly when nothing else does.
     notice = "; its last notice: " + _one_line(report.notice, 160) if report.notice else ""
     if cause == CAUSE_ERROR:
-        return "error", _one_line(report.error[0], REASON_CHARS) if report.error is not None else \
+        return "error" + kind, _one_line(report.error[0], REASON_CHARS) if report.error is not None else \
             "the agent ended without its closing result event (interrupted, or it crashed)" + notice
     head = "exit %d" % result.exit_code if not result.killed_by else "killed by %s" % result.killed_by
     return head, _last_line(report.tail, markers) or "(it printed nothing)" + notice
@@ -4751,7 +4841,7 @@ def take_verdict(attempt: _Attempt, cli: AgentCLI | None) -> str:
             given = json.loads(report.last_text)
     attempt.verdict, problem = given, problem if given is None else verdict_problem(given)
     verdict: Fields = given if isinstance(given, dict) else {}
-    if report.error is not None and report.error[2] == "error_max_structured_output_retries":
+    if report.error is not None and "error_max_structured_output_retries" in report.error[2]:
         attempt.explanation = _one_line(report.error[0], REASON_CHARS)  # (an `agent` failure)
         attempt.report = report.replace(signals=frozenset([SIGNAL_FAILURE]), error=None)
         return ""
@@ -4759,7 +4849,9 @@ def take_verdict(attempt: _Attempt, cli: AgentCLI | None) -> str:
         signal = {"success": SIGNAL_SUCCESS, "failure": SIGNAL_FAILURE}.get(verdict["status"])
         attempt.report = report.replace(signals=frozenset([signal] if signal else []),
                                         last_text=verdict["summary"] or report.last_text)
-        attempt.explanation, attempt.next_step = verdict["explanation"], verdict["next_step"]
+        # (the agent's words: cleaned and bounded before they reach a terminal, a notify or a prompt)
+        attempt.explanation = _flat(verdict["explanation"])
+        attempt.next_step = _flat(verdict["next_step"]) or None
     return problem
 
 
@@ -6204,6 +6296,7 @@ class _Attempt:
     cause: str | None = None
     reason: Tuple[str, str] | None = None  # the cause in words: ("exit 1", "<its line>")
     explanation = ""                       # the agent's own, when it signalled FAILURE
+    error_kind: str | None = None          # the typed kind of the error its CLI reported
     verdict: object = None                 # its schema verdict, as it gave it
     next_step: str | None = None        # what the verdict says comes next
     feedback, source = b"", "the agent's"  # what the next prompt quotes, whose
@@ -6389,8 +6482,14 @@ class _Run:
                 with _suppress(OSError):
                     os.unlink(schema)
         attempt.report = report = reader.finish(result)
-        readings = list(reader.windows) + ([(name, reading, time.time()) for name, reading in cli.windows(
-            reader.session, env).items()] if cli and callable(cli.windows) and reader.session else [])
+        readings = list(reader.windows)
+        if cli and cli.rollout and reader.session:  # (what Codex left in its files: windows, an error's kind)
+            windows, kind = cli.rollout(reader.session, env)
+            readings += [(name, reading, time.time()) for name, reading in windows.items()]
+            if kind and report.error:
+                status = kind[1] if isinstance(kind[1], int) else report.error[1]
+                attempt.report = report = report.replace(error=error_event(report.error[0], status, kind[0],
+                                                                           *report.error[2])[1:])
         note_windows(self.state.windows, readings, self.log)
         if report.usage:
             add_usage(self.state.usage, report.usage)
@@ -6409,9 +6508,9 @@ class _Run:
                                " decide instead" % (attempt.number, problem))
         result, report = attempt.result, attempt.report
         assert result and report
-        attempt.feedback = report.tail
+        attempt.feedback, attempt.error_kind = report.tail, typed_kind(report, self.agent.cli)[0]
         attempt.trouble = trouble = find_provider_trouble(
-            report, result.exit_code, SIGNAL_SUCCESS in report.signals, time.time(), self.agent.preset)
+            report, result.exit_code, SIGNAL_SUCCESS in report.signals, time.time(), self.agent.cli)
         if not trouble and plan.verify and not result.timed_out:
             attempt.check = self.gates.gate(GATE_VERIFY, plan.verify)
             attempt.verified = attempt.check.exit_code == 0
@@ -6445,7 +6544,7 @@ class _Run:
         failure and no use of the cap: the run stops, and a `resume` runs it again."""
         state = self.state
         state.cut_short = attempt.outcome == TIMEOUT  # (what it left is named to the next one)
-        if attempt.cause in (CAUSE_AUTH, CAUSE_BILLING):
+        if attempt.cause in STOPPING_CAUSES:
             return
         state.finished = attempt.number
         state.waits, state.waits_since = 0, None
@@ -6463,7 +6562,7 @@ class _Run:
         result, report, outcome = attempt.result, attempt.report, attempt.outcome
         assert result and report
         detail = progress.outcome(outcome)
-        if outcome in FAILING_OUTCOMES and attempt.cause not in (CAUSE_AUTH, CAUSE_BILLING):  # (they stop)
+        if outcome in FAILING_OUTCOMES and attempt.cause not in STOPPING_CAUSES:  # (they stop)
             detail += ", consecutive: %d/%d" % (self.state.consecutive_failures, plan.failure_threshold)
         self.completed(attempt, detail)
         if attempt.reason is not None:
@@ -6512,6 +6611,9 @@ class _Run:
             return self.stop(STOP_ACCOUNT, "the agent cannot authenticate: %s%s" % (
                 said, "; %s needs %s" % (cli.name, cli.login) if cli else
                 "; check the agent's credentials (API key or login)"))
+        if kind == CAUSE_FATAL:
+            return self.stop(STOP_ACCOUNT, "the agent cannot go on: %s (%s); %s" % (
+                said, attempt.error_kind, trouble.advice if trouble else ""))
         if kind == CAUSE_BILLING:
             paid = self.agent.cli.paid_by(self.agent_env) if self.agent.cli else None
             return self.stop(STOP_ACCOUNT, "the agent's account cannot pay: %s; %s" % (
@@ -6533,13 +6635,12 @@ class _Run:
         not a failure, not a use of the cap. Wait it out and run the iteration again -- or
         stop with exit 4 when that would take longer than the run may wait."""
         state, trouble = self.state, attempt.trouble
-        assert trouble and attempt.report
+        assert trouble and attempt.report and attempt.reason
         state.waits, state.cut_short = state.waits + 1, True
         self.completed(attempt, self.progress.outcome(attempt.outcome))
-        message = _one_line(trouble.message, REASON_CHARS)
-        kind = trouble.limit if trouble.limit.endswith("limit") else trouble.limit + " limit"
-        self.log_end(attempt, attempt.outcome, "outage: " + message if trouble.kind == CAUSE_OUTAGE else
-                     "%s: %s" % (kind, message))
+        self.progress.indented("  %s: %s" % attempt.reason)
+        self.log_end(attempt, attempt.outcome, "%s: %s" % attempt.reason)
+        state.last_reason = attempt.reason
         return self.hold(provider_wait(trouble), attempt.number, attempt.outcome)
 
     def hold(self, wait: Wait, number: int, outcome: str = "") -> bool:
@@ -6557,7 +6658,6 @@ class _Run:
                            resets_at=iso_time(wait.until) if wait.until else None,
                            wait_seconds=0 if wait.beyond else round(wait.seconds, 1))
         if wait.beyond is not None:
-            state.last_reason = (wait.kind, _one_line(wait.message, REASON_CHARS))
             return self.stop(wait.row.stop, wait.reason(now))
         self.progress.info("%s %s" % (wait.announce(now), self.guard.how_to_stop()))
         state.waiting = wait
@@ -6581,6 +6681,7 @@ class _Run:
             outcome=outcome, consecutive_failures=self.state.consecutive_failures, verify=verify,
             head_before=attempt.head_before, head_after=read_head(repo) if repo else None,
             output_bytes=report.output_bytes, reason=reason, cause=attempt.cause,
+            error_kind=attempt.error_kind,
             usage=dict(report.usage) if report.usage else None, verdict=attempt.verdict,
             # What the next prompt quotes, and whose it is: a `resume` tells the next attempt too.
             feedback=[attempt.source, clean(_decode(attempt.feedback[-FEEDBACK_TAIL_BYTES:]))]

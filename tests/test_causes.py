@@ -47,7 +47,7 @@ def test_an_outage_longer_than_outage_wait_stops_with_exit_4(workspace, agent, c
     closing = [line for line in lines if "ERROR: Stopped: provider unavailable" in line][0]
     assert closing[11:].startswith("ERROR: Stopped: provider unavailable: API Error: 529 Overloaded (beyond outage_wait"
                             " (1m40s)) (0 iterations completed, total: ")
-    assert lines[lines.index(closing) + 1].startswith("  outage: API Error: 529 Overloaded.")
+    assert lines[lines.index(closing) + 1].startswith("  outage (server_error): API Error: 529 Overloaded.")
 
 
 def test_outage_wait_0_does_not_wait(workspace, agent, capfd, waits):

@@ -117,8 +117,10 @@ def test_a_reported_error_is_a_failure_whatever_the_exit_code(workspace, agent, 
                                       "claude", "-n", "1")
     [end] = ends(events)
     assert (end["outcome"], end["cause"], end["exit_code"]) == ("failure", "error", 0)
-    assert end["reason"] == "error: Reached maximum budget ($0.0001)"
-    assert "  error: Reached maximum budget ($0.0001)" in err
+    # (its typed kind shown beside the cause: SPEC 13 rev 5)
+    assert end["reason"] == "error (error_max_budget_usd): Reached maximum budget ($0.0001)"
+    assert end["error_kind"] == "error_max_budget_usd"
+    assert "  error (error_max_budget_usd): Reached maximum budget ($0.0001)" in err
 
 
 def test_an_interrupted_claude_run_is_a_failure_with_its_diagnostic(workspace, agent, capfd):
@@ -126,8 +128,8 @@ def test_an_interrupted_claude_run_is_a_failure_with_its_diagnostic(workspace, a
                                     "claude", "-n", "1")
     [end] = ends(events)
     assert end["outcome"] == "failure"
-    assert end["reason"] == "error: [ede_diagnostic] result_type=user last_content_type=n/a" \
-        " stop_reason=tool_use"
+    assert end["reason"] == "error (error_during_execution): [ede_diagnostic] result_type=user" \
+        " last_content_type=n/a stop_reason=tool_use"
     assert end["usage"]["cost_usd"] == 0.09789
 
 

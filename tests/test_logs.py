@@ -18,7 +18,7 @@ EVENT_FIELDS = {
     "gate": {"gate", "command", "exit_code", "seconds", "line"},  # (line: verify's)
     "iteration_end": {"iteration", "seconds", "exit_code", "signal", "signals", "outcome",
                       "consecutive_failures", "verify", "head_before", "head_after", "output_bytes",
-                      "reason", "cause", "usage", "verdict", "feedback"},
+                      "reason", "cause", "error_kind", "usage", "verdict", "feedback"},
     "limit": {"kind", "message", "resets_at", "wait_seconds"},
     "session_end": {"status", "resumable", "reason", "iterations", "succeeded", "failed", "seconds", "exit_code",
                     "usage"},
