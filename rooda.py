@@ -1159,11 +1159,17 @@ def usage_event(figures: Mapping[str, Any], how: str = "set", key: object = None
     return (EV_USAGE, {name: value for name, value in figures.items() if value is not None}, how, key)
 
 
-def limit_event(kind: str, message: str | None, resets_at: object) -> tuple:
-    """A provider usage or rate limit (resets_at: an epoch in seconds, or None -- and None
-    for what is not one: nanoseconds, 1e308)."""
-    epoch = _number(resets_at)
-    return (EV_LIMIT, kind, message, epoch if epoch is not None and 0 < epoch < 1e11 else None)
+def _epoch(value: object) -> float | None:
+    """A moment a CLI gave in epoch seconds, or None for what is not one (nanoseconds,
+    1e17, 1e308: no clock or calendar can say them)."""
+    epoch = _number(value)
+    return epoch if epoch is not None and 0 < epoch < 1e11 else None
+
+
+def limit_event(kind: object, message: str | None, resets_at: object) -> tuple:
+    """A provider usage or rate limit: its kind (a short word, cleaned), the CLI's words,
+    and when it resets (an epoch, or None)."""
+    return (EV_LIMIT, _one_line(str(kind), 60) or "rate_limit", message, _epoch(resets_at))
 
 
 def error_event(message: object, status: object = None, *kinds: object) -> tuple:
@@ -1198,12 +1204,24 @@ def result_event(ok: bool, text: str | None = None, answer: object = None) -> tu
     return (EV_RESULT, ok, text, answer)
 
 
+def window_reading(used: object, resets: object, status: object = None, threshold: object = None
+                   ) -> tuple | None:
+    """A subscription window's reading (SPEC 18) as rooda keeps it, from a CLI, a session
+    file or windows.json -- (utilization, resets_at, status, threshold): a fraction (it
+    may pass 1, not 100), an epoch, a short word, a fraction -- or None when its
+    utilisation is not one. The one shape of a reading, and its one check."""
+    used, threshold = _number(used), _number(threshold)
+    if used is None or not 0 <= used <= 100:
+        return None
+    return (used, _epoch(resets), _one_line(status, 40) or None,
+            threshold if threshold is not None and 0 <= threshold <= 100 else None)
+
+
 def window_event(name: str, reading: Mapping[str, Any]) -> tuple:
-    """A subscription window's reading (SPEC 18) in Claude's words -- utilization (a
-    fraction), resetsAt (epoch seconds), status, surpassedThreshold -- kept as the tuple
-    (utilization, resets_at, status, threshold)."""
-    return (EV_WINDOW, name, (_number(reading.get("utilization")), _number(reading.get("resetsAt")),
-                              _typed(reading.get("status"), str), _number(reading.get("surpassedThreshold"))))
+    """A subscription window's reading in Claude's words (utilization, resetsAt, status,
+    surpassedThreshold)."""
+    return (EV_WINDOW, name, window_reading(reading.get("utilization"), reading.get("resetsAt"),
+                                            reading.get("status"), reading.get("surpassedThreshold")))
 
 
 def session_event(session: object) -> tuple:
@@ -1342,9 +1360,10 @@ def decode_claude(event: dict) -> list | None:
         # only when one is not plainly allowed: read only without unifiedWindows (SPEC 18).
         windows = _mapping(info.get("unifiedWindows")) or {info.get("rateLimitType"): info}
         events = [window_event(name, _mapping(reading)) for name, reading in windows.items()
-                  if name in WINDOWS and _number(_mapping(reading).get("utilization")) is not None]
+                  if name in WINDOWS]
+        events = [event for event in events if event[2]]
         if info.get("status") == "rejected":
-            return events + [limit_event(str(info.get("rateLimitType") or "rate_limit"), None,
+            return events + [limit_event(info.get("rateLimitType") or "rate_limit", None,
                                          info.get("resetsAt"))]
         if info.get("status") == "allowed_warning":
             used = _number(info.get("utilization"))
@@ -1439,9 +1458,9 @@ def codex_rollout(thread: str, env: Mapping[str, str]) -> Tuple[Dict[str, tuple]
     for limit in map(_mapping, limits.values()):  # primary, secondary: 300 and 10080 minutes long
         name = {"300": "five_hour", "10080": "seven_day"}.get(str(limit.get("window_minutes")))
         used = _number(limit.get("used_percent"))
-        if name and used is not None:
-            reading = {"utilization": used / 100, "resetsAt": limit.get("resets_at")}
-            readings[name] = window_event(name, reading)[2]
+        reading = window_reading(used / 100, limit.get("resets_at")) if used is not None else None
+        if name and reading:
+            readings[name] = reading
     return readings, kind
 
 
@@ -3872,11 +3891,10 @@ LIMIT_SCAN_BYTES = 2048
 QUIET_SECONDS = 30.0  # a text agent silent this long is "quiet" on the status line (SPEC 14)
 
 
-def windows_words(windows: Mapping[str, Any]) -> str:
-    """`5h 46% · 7d 81%`: the subscription windows' last readings (SPEC 18)."""
-    return " · ".join("%s %d%%" % (WINDOWS[name][0], round(
-        (reading["utilization"] if isinstance(reading, dict) else reading[0]) * 100))
-        for name, reading in sorted(windows.items()) if name in WINDOWS)
+def windows_words(used: Mapping[str, float]) -> str:
+    """`5h 46% · 7d 81%`: the subscription windows' last utilisation (SPEC 18), by window."""
+    return " · ".join("%s %d%%" % (WINDOWS[name][0], round(part * 100))
+                      for name, part in sorted(used.items()) if name in WINDOWS)
 
 
 def activity_words(kind: str, detail: str, seconds: float) -> str:
@@ -4338,7 +4356,7 @@ class Activity:
                    else "%s output" % format_bytes(reader.output_bytes)]
         known = dict(self.windows, **{name: reading for name, reading, _ in reader.windows})
         if known:
-            figures.append(windows_words(known))
+            figures.append(windows_words({name: reading[0] for name, reading in known.items()}))
         last = reader.last_tool if reader.events and (not doing or doing[0] != "tool") else ""
         return (" · ".join(["iteration " + self.label] + figures + what),
                 "Iteration %s still running (%s)" % (self.label, ", ".join(
@@ -4438,6 +4456,9 @@ _API_WORDS = _CLI_WORDS + (
     (CAUSE_OUTAGE, r"(?:status|API Error:?|HTTP)\W{0,3}(?:5\d\d)\b|overloaded|internal server error"
                    r"|service unavailable|bad gateway|gateway timeout|connection (?:error|refused|reset)"
                    r"|ECONN(?:REFUSED|RESET)|ETIMEDOUT|fetch failed|stream disconnected"))
+# A window's limit in a CLI's words, by the name its stream gives the window: one name per
+# window whatever the mode (SPEC 13 rev 5; Claude's `session limit` was its 5-hour one).
+LIMIT_WINDOWS = {"5-hour limit": "five_hour", "session limit": "five_hour", "weekly limit": "seven_day"}
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 
 
@@ -4521,7 +4542,7 @@ def provider_words(text: str, words: Sequence[Tuple[str, ...]] = _API_WORDS
                          if re.search(pattern, line, re.IGNORECASE)), telling_line(text))
             if not kind:
                 kind = [match.group(1).lower() if match.groups() else ""]
-            return cause, kind[0], line
+            return cause, LIMIT_WINDOWS.get(kind[0], kind[0]), line
     return None, "", ""
 
 
@@ -4772,13 +4793,13 @@ class Wait(Record):
 
     def reason(self, now: float) -> str:
         """Why the run stopped instead (the closing line, session_end): `usage limit
-        (five_hour): <message>; it resets at 21:03 (in 2h14m) (on_limit is stop)`."""
+        (five_hour): <message>; it resets at 21:03 (on_limit is stop)` -- a moment, never a
+        time from now, which `status` read hours later would get wrong (it says its own)."""
         when, until = "", self.until
         if self.row.lets_go and until is None:
             when = "; the provider did not say when it resets"
         elif self.row.lets_go and until is not None:
-            when = "; %s at %s (in %s)" % (self.row.lets_go, clock_words(until, now),
-                                           format_duration(max(until - now, 0)))
+            when = "; %s at %s" % (self.row.lets_go, clock_words(until, now))
         return "%s: %s%s (%s)" % (self.doing(), self.words(), when, self.beyond)
 
 
@@ -4816,7 +4837,7 @@ def window_hold(windows: Mapping[str, tuple], plan: RunPlan, now: float) -> Wait
         if resets is None or resets <= now or used is None:
             continue
         kept, length = plan.reserve.get(name, 0), WINDOWS[name][1]
-        if kept and used >= 1 - kept:
+        if kept and used + kept >= 1 - 1e-9:  # (exactly at 1 - reserve holds: 1 - 0.18 is 0.8200000000000001)
             return Wait(WAIT_RESERVE, WAIT_RESERVE, "%s %d%% used, %d%% kept" % (
                 name, round(used * 100), round(kept * 100)), resets)
         elapsed = min(max(1 - (resets - now) / length, 0), 1)
@@ -4910,18 +4931,24 @@ def _replace_json(path: str, record: object) -> None:
         os.replace("%s.%d.tmp" % (path, os.getpid()), path)
 
 
-def remembered_windows(directory: str | None, now: float) -> Dict[str, tuple]:
-    """The readings of the windows that runs in this log directory remembered, those
-    whose reset lies ahead: iteration 1 is judged before it spends (SPEC 18). None with
-    --no-log: nothing is remembered then."""
+def _remembered(directory: str) -> dict:
+    """windows.json: the last readings runs in this log directory saw, by whose they are."""
     try:
-        with open(os.path.join(directory, SessionFiles.WINDOWS_FILE)) as stream:  # type: ignore[arg-type]
-            saved = _mapping(json.load(stream))
-    except (OSError, ValueError, RecursionError, TypeError):
+        with open(os.path.join(directory, SessionFiles.WINDOWS_FILE)) as stream:
+            return _mapping(json.load(stream))
+    except (OSError, ValueError, RecursionError):
         return {}
-    return {name: tuple(reading) for name, reading in saved.items() if name in WINDOWS and
-            isinstance(reading, list) and len(reading) == 4 and _number(reading[0]) is not None and
-            (_number(reading[1]) or 0) > now}
+
+
+def remembered_windows(directory: str | None, owner: str, now: float) -> Dict[str, tuple]:
+    """The readings of the windows that runs in this log directory remembered for the
+    same CLI and kind of login (`owner`), those whose reset lies ahead: iteration 1 is
+    judged before it spends (SPEC 18); another CLI's or login's windows are not this run's
+    to keep (issue 36). None with --no-log: nothing is remembered then."""
+    saved = _mapping(_remembered(directory).get(owner)) if directory else {}
+    found = {name: window_reading(*reading) for name, reading in saved.items()
+             if name in WINDOWS and isinstance(reading, list) and len(reading) == 4}
+    return {name: reading for name, reading in found.items() if reading and (reading[1] or 0) > now}
 
 
 class SessionLog:
@@ -5009,10 +5036,13 @@ class SessionLog:
             self.live = record
             _replace_json(self.files.live, record)  # (best effort: `status` then shows the events alone)
 
-    def remember_windows(self, windows: Mapping[str, tuple]) -> None:
-        """The windows' last readings, for the next run in this log directory (SPEC 18)."""
+    def remember_windows(self, windows: Mapping[str, tuple], owner: str) -> None:
+        """The windows' last readings, for the next run in this log directory of the same
+        CLI and login (SPEC 18); other owners' readings are kept as they were."""
         if self.problem is None:
-            _replace_json(os.path.join(self.files.directory, SessionFiles.WINDOWS_FILE), windows)
+            saved = _remembered(self.files.directory)
+            saved[owner] = windows
+            _replace_json(os.path.join(self.files.directory, SessionFiles.WINDOWS_FILE), saved)
 
     def text(self, text: str) -> None:
         self.write(text.encode("utf-8", "replace"))
@@ -5113,7 +5143,8 @@ class SessionLog:
         return self.shown
 
 
-def note_windows(windows: Dict[str, tuple], readings: Sequence[tuple], log: SessionLog | None) -> None:
+def note_windows(windows: Dict[str, tuple], readings: Sequence[tuple], log: SessionLog | None,
+                 owner: str) -> None:
     """Readings of the subscription windows, (name, reading, when) in order (SPEC 18), into
     a run's last ones: one that moved (its whole percent, reset, status or threshold) is a
     `window` event at the moment it came; the last are remembered for the next run here."""
@@ -5126,7 +5157,7 @@ def note_windows(windows: Dict[str, tuple], readings: Sequence[tuple], log: Sess
                 log.event("window", time=iso_time(seen), window=name, utilization=used, status=status,
                           threshold=threshold, resets_at=iso_time(resets) if resets else None)
     if log is not None and moved:
-        log.remember_windows(windows)
+        log.remember_windows(windows, owner)
 
 
 # What `status` says of a session: its rooda runs, is stopped (Ctrl+Z), ended (it wrote
@@ -5228,11 +5259,12 @@ def summarize_session(path: str, now: float | None = None, whole: bool = True,
         "session procedure state status exit_code reason pid started iteration max_iterations iterations"
         " successes failures limited unavailable elapsed_seconds usage last_event last_event_time"
         " waiting_until waiting_for activity tool_calls tokens consecutive_failures argv cwd skipped_lines"
-        " baseline last_verify resumable last_failure windows").split())
+        " baseline last_verify resumable last_failure windows resets_at").split())
     summary.update(session=path, iterations=0, successes=0, failures=0, limited=0, unavailable=0,
-                   consecutive_failures=0 if whole else None, skipped_lines=0, windows={})
+                   consecutive_failures=0 if whole else None, skipped_lines=0)
     lines, read_whole = _read_session(path, whole)
     usage: Fields = {}
+    windows: Dict[str, tuple] = {}
     begun = last_at = None  # when the session's latest run (its start, or its resume) began
     where: Tuple[object, object] = (None, None)  # its boot and pid namespace
     carried, ended = 0.0, None
@@ -5247,6 +5279,8 @@ def summarize_session(path: str, now: float | None = None, whole: bool = True,
                 raise ValueError(name)
             wait = _number(event.get("wait_seconds"))
             until = iso_time(moment + wait) if name == "limit" and wait else None
+            if name == "limit":  # (when the last limit resets, if it said: `status` words it from now)
+                summary["resets_at"] = parse_iso_time(event.get("resets_at")) and event["resets_at"]
         except (ValueError, KeyError, TypeError, RecursionError, OverflowError):
             summary["skipped_lines"] += 1
             continue
@@ -5283,10 +5317,11 @@ def summarize_session(path: str, now: float | None = None, whole: bool = True,
             summary["baseline" if event.get("baseline") else "last_verify"] = {
                 "result": "pass" if event["exit_code"] == 0 else "fail", "exit_code": event["exit_code"],
                 "line": str(event.get("line") or "")}
-        elif name == "window" and event.get("window") in WINDOWS and \
-                _number(event.get("utilization")) is not None:
-            summary["windows"][event["window"]] = {key: event.get(key) for key in (
-                "utilization", "resets_at", "status", "threshold")}
+        elif name == "window" and event.get("window") in WINDOWS:
+            reading = window_reading(event.get("utilization"), parse_iso_time(event.get("resets_at")),
+                                     event.get("status"), event.get("threshold"))
+            if reading:
+                windows[event["window"]] = reading
         elif name == "session_end":
             ended = event
     if not read_whole:  # only what the tail holds: the counts from session_end, else unknown
@@ -5315,6 +5350,9 @@ def summarize_session(path: str, now: float | None = None, whole: bool = True,
             summary.update(resumable=True, reason="killed or crashed: no session_end; the last event %s"
                            " at %s" % (summary["last_event"], summary["last_event_time"]))
     summary["usage"] = usage_record(usage) if usage else None
+    summary["windows"] = {name: {"utilization": used, "resets_at": iso_time(resets) if resets else None,
+                                 "status": status, "threshold": threshold}
+                          for name, (used, resets, status, threshold) in windows.items()}
     return summary
 
 
@@ -6338,6 +6376,7 @@ class _Run:
         self.state = LoopState()
         self.gates = GateRunner(plan, guard, progress, log, out, err)
         self.agent_env = _agent_env(plan, self.agent)
+        self.owner = windows_owner(self.agent, self.agent_env)
         if log:  # what is under way, for `status` in another terminal
             progress.on_tick = lambda: log.write_live(dict(
                 pid=os.getpid(), iteration=self.during,
@@ -6410,8 +6449,15 @@ class _Run:
                 self.progress.info("Waiting %s before iteration %d"
                                    % (format_budget(round(pause, 1)), following))
             self.wait(pause, "waiting before iteration %d" % following)
-        hold = window_hold(state.windows, plan, time.time())
-        return self.hold(hold, state.finished + 1) if hold is not None else True
+        # After any wait, judged again: another window may hold too (issue 36). The same hold
+        # twice means no time passed (a clock that jumped back): the iteration goes on.
+        hold, held = window_hold(state.windows, plan, time.time()), None
+        while hold is not None and (hold.message, hold.until) != held:
+            if not self.hold(hold, state.finished + 1):
+                return False
+            held = (hold.message, hold.until)
+            hold = window_hold(state.windows, plan, time.time())
+        return True
 
     # -- one iteration ------------------------------------------------------------------
 
@@ -6490,7 +6536,7 @@ class _Run:
                 status = kind[1] if isinstance(kind[1], int) else report.error[1]
                 attempt.report = report = report.replace(error=error_event(report.error[0], status, kind[0],
                                                                            *report.error[2])[1:])
-        note_windows(self.state.windows, readings, self.log)
+        note_windows(self.state.windows, readings, self.log, self.owner)
         if report.usage:
             add_usage(self.state.usage, report.usage)
         if result.interrupted is not None:
@@ -6698,6 +6744,15 @@ def max_cost_trouble(plan: RunPlan, agent: AgentCommand) -> str:
             agent.preset or "this agent")
 
 
+def windows_owner(agent: AgentCommand, env: Environ) -> str:
+    """Whose the windows' readings are (SPEC 18): the CLI (or the format of a command of
+    one's own) and the kind of login -- an API key's has none, a subscription's are its."""
+    cli = agent.cli
+    paid = cli.paid_by(env) if cli else None
+    return "%s %s" % (cli.name if cli else agent.format, "api key" if paid and paid[0].endswith("API_KEY")
+                      else "subscription")
+
+
 def window_trouble(plan: RunPlan, agent: AgentCommand, env: Environ) -> str:
     """What reserve and pace cannot do with this agent (SPEC 18), for a run and `doctor`:
     only a subscription's windows can be spared, and only some CLIs report them."""
@@ -6794,9 +6849,10 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
     # What runs here saw of the windows, while their reset lies ahead: iteration 1 is
     # judged on it (SPEC 18), and `status` shows it.
     note_windows(state.windows, [(name, reading, time.time()) for name, reading in remembered_windows(
-        plan.log_dir, time.time()).items()], log)
+        plan.log_dir, run.owner, time.time()).items()], log, run.owner)
     if state.windows:
-        progress.info("Subscription windows: %s (the last readings here)" % windows_words(state.windows))
+        progress.info("Subscription windows: %s (the last readings here)" % windows_words(
+            {name: reading[0] for name, reading in state.windows.items()}))
     try:
         while run.before_iteration() and run.iteration():
             pass
@@ -7625,12 +7681,16 @@ def _status_text(summary: Fields, cwd: str, now: float) -> str:
                                                       summary["last_event"], clock_words(moment, now))}
     figures = ([plural(summary["tool_calls"], "tool call")] if summary["tool_calls"] else []) + \
         (["%s tokens" % format_count(summary["tokens"])] if summary["tokens"] else [])
-    usage = summary["usage"] or {}
+    usage, resets = summary["usage"] or {}, parse_iso_time(summary["resets_at"])
+    if resets and summary["status"] in (STATUS_LIMITED, STATUS_UNAVAILABLE):  # (from now, read whenever)
+        states[state] += "; the limit %s at %s (%s)" % ("resets" if resets > now else "reset", clock_words(
+            resets, now), "in " + format_duration(resets - now) if resets > now else "already past")
     rows = [("session", _display_path(summary["session"], cwd)), ("procedure", summary["procedure"] or "?"),
             ("state", states[state]), ("now", summary["activity"]),
             ("iteration", figures and " · ".join(figures) + " so far"), ("reason", summary["reason"]),
             ("last failure", summary["last_failure"] != summary["reason"] and summary["last_failure"]),
-            ("verify", verify_course(summary)), ("windows", windows_words(summary["windows"])),
+            ("verify", verify_course(summary)), ("windows", windows_words({
+                name: reading["utilization"] for name, reading in summary["windows"].items()})),
             ("iterations", "%d%s done: %s succeeded, %s failed%s" % (
                 summary["iterations"], "/%d" % cap if cap else "", summary["successes"], summary["failures"],
                 "".join(", %s %s" % (plural(summary[key], "attempt"), words) for key, words in (

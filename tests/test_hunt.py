@@ -178,8 +178,8 @@ def test_claudes_text_mode_5_hour_limit_is_waited_out(workspace, agent, capfd, w
     write_config(workspace, {"loop": {"limit_wait": 86400}})  # (9:43am may be tomorrow)
     code, _, err, events = run_build(capfd, agent, "-n", "3")
     assert code == 0 and agent.calls == 2 and len(waits) == 1
-    assert [e["kind"] for e in events if e["event"] == "limit"] == ["5-hour limit"]
-    assert "Usage limit reached (5-hour limit): You've hit your 5-hour limit · resets 9:43am (UTC)" in err
+    assert [e["kind"] for e in events if e["event"] == "limit"] == ["five_hour"]  # (one name: issue 36, 16)
+    assert "Usage limit reached (five_hour): You've hit your 5-hour limit · resets 9:43am (UTC)" in err
     assert "limit limit" not in json.dumps(events)
 
 

@@ -183,7 +183,7 @@ def test_a_text_agents_limit_message_is_read_when_it_failed(workspace, agent, ca
     code, _, err = run_main(capfd, "build", "--ai-cmd", agent.cmd)
     assert code == 0 and agent.calls == 2, err
     assert len(waits) == 1 and 30 <= waits[0] <= 86400 + 30
-    assert "Usage limit reached (session limit): You've hit your session limit" in err
+    assert "Usage limit reached (five_hour): You've hit your session limit" in err
 
 
 def test_a_limit_message_early_in_the_output_changes_nothing(workspace, agent, capfd, waits):

@@ -250,7 +250,7 @@ def test_the_readme_lists_the_status_json_fields(tmp_path):
     with open(os.path.join(ROOT, "README.md")) as stream:
         documented = stream.read().split("`--json` fields:")[1].split("No log directory")[0]
     assert set(re.findall(r"`(\w+)`", documented)) - {"running", "stopped", "ended", "died", "outage",
-                                                       "utilization", "resets_at", "threshold"} == fields
+                                                       "utilization", "threshold"} == fields
 
 
 # --- moved from the review round's edge cases: each went wrong once ---------------------
