@@ -86,6 +86,10 @@ if TYPE_CHECKING:  # annotations only; never imported at run time (start-up cost
 # directory that holds prompts/ and rooda-config.json, not the link's.
 ROODA_DIR = os.path.dirname(os.path.realpath(__file__))
 SHIPPED_CONFIG = os.path.join(ROODA_DIR, "rooda-config.json")  # the procedures (tier "shipped")
+# The shipped fragment that asks for the promise markers, and the one that asks for a
+# schema verdict in its place with `verdict: schema` (SPEC 21 rev 5).
+MARKERS_PROMPT, VERDICT_PROMPT = (os.path.join(ROODA_DIR, "prompts", "act", name) for name in ("signals.md",
+                                                                                           "verdict.md"))
 # File names a workspace (or global) config may have, in the order they are looked for.
 CONFIG_NAMES = ("rooda-config.json", "rooda-config.yml", "rooda-config.yaml")
 PHASES = ("observe", "orient", "decide", "act")  # the four OODA phases, in prompt order
@@ -3406,9 +3410,13 @@ from contextlib import suppress
 for name in ("SIGINT", "SIGHUP", "SIGTERM", "SIGTSTP"):
     signal.signal(getattr(signal, name), signal.SIG_IGN)
 mark, grace, groups = ("ROODA_RUN=" + sys.argv[1]).encode(), float(sys.argv[2]), {}
+notify = sys.argv[3:4] != [""] and __import__("json").loads(sys.argv[3])
 for line in sys.stdin:
     if line == "end\n":  # rooda ended well: nothing to do
         sys.exit(0)
+    if line.startswith("{"):  # what the notify is told, as of the run's last event
+        notify and notify["env"].update(__import__("json").loads(line))
+        continue
     group, stop = map(int, line.split())
     groups[group] = stop
     if not stop:
@@ -3444,9 +3452,8 @@ for last in (False, True):
                 with suppress(OSError):
                     os.killpg(group, signal.SIGTERM)
         targets = left()
-if sys.argv[3:4] != [""]:  # rooda died: its notify is told, bounded (SPEC 16 rev 4)
-    import json, subprocess
-    notify = json.loads(sys.argv[3])
+if notify:  # rooda died: its notify is told, bounded (SPEC 16 rev 4)
+    import subprocess
     with suppress(Exception):
         child = subprocess.Popen(["sh", "-c", notify["cmd"]], env=dict(os.environ, **notify["env"]),
                                  stdin=subprocess.DEVNULL, start_new_session=True)
@@ -3486,6 +3493,12 @@ class _Helpers:
                 self.guardian.stdin.write(b"%d %d\n" % (pgid, stop_signal or 0))
             except OSError:
                 self.guardian = None  # it is gone: nothing more to tell it
+
+    def tell(self, fields: Env) -> None:
+        """What the guardian's notify is told should rooda die now (SPEC 16 rev 5)."""
+        if self.guardian:
+            with _suppress(OSError):
+                self.guardian.stdin.write(json.dumps(fields).encode() + b"\n")
 
     def stop(self) -> None:
         with _suppress(Exception):
@@ -4951,13 +4964,29 @@ def remembered_windows(directory: str | None, owner: str, now: float) -> Dict[st
     return {name: reading for name, reading in found.items() if reading and (reading[1] or 0) > now}
 
 
+def lock_session(path: str) -> int:
+    """A session's .jsonl opened to append to and locked: one rooda at a time goes on with a
+    session, and `resume` takes the lock before it reads what the session did (issue 36: a
+    second `resume` read it as resumable while the first completed it)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+    with _suppress(ImportError):  # (no fcntl on Windows)
+        import fcntl
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise RoodaError("%s is in use by another rooda (a run, or another resume of it); one goes"
+                             " on with a session at a time" % os.path.basename(path)) from None
+    return fd
+
+
 class SessionLog:
     """The session files of one run; every method writes at once."""
 
     def __init__(self, directory: str, shown_directory: str, agent_stream: bool = False,
-                 resume: str | None = None) -> None:
+                 resume: str | None = None, locked: int | None = None) -> None:
         """New files, named by the time; or, with `resume` (a session's base name), that
-        session's own files, appended to."""
+        session's own files, appended to (`locked`: its .jsonl, as lock_session opened it)."""
         try:
             os.makedirs(directory, exist_ok=True)
         except OSError as exc:
@@ -4974,7 +5003,8 @@ class SessionLog:
             opened = []
             try:
                 for name in names:
-                    opened.append(os.open(os.path.join(directory, name), flags, 0o600))
+                    opened.append(locked if locked is not None and name == names[1] else
+                                  os.open(os.path.join(directory, name), flags, 0o600))
             except FileExistsError:
                 for fd, name in zip(opened, names):
                     os.close(fd)
@@ -5367,13 +5397,18 @@ def verify_course(summary: Mapping[str, Any]) -> str:
         ("baseline", " before"), ("last_verify", last)) if summary[key])
 
 
-def session_started(path: str) -> float:
-    """When a session began: the time of its first line (0 when it cannot be read)."""
+def _first_event(path: str) -> Fields:
+    """A session's first event (its session_start), {} when it cannot be read."""
     try:
         with open(path, "rb") as stream:
-            return parse_iso_time(_mapping(json.loads(stream.readline())).get("time")) or 0.0
+            return _mapping(json.loads(stream.readline()))
     except (OSError, ValueError, RecursionError):
-        return 0.0
+        return {}
+
+
+def session_started(path: str) -> float:
+    """When a session began: the time of its first line (0 when it cannot be read)."""
+    return parse_iso_time(_first_event(path).get("time")) or 0.0
 
 
 def find_sessions(directory: str, shown: str, named: str | None = None) -> List[str]:
@@ -5749,6 +5784,29 @@ def gate_trouble(result: AgentResult, timeout: float) -> str:
     return ""
 
 
+# Words a gate command may start with that are the shell's own, not a program on PATH.
+SHELL_WORDS = set("cd test [ [[ if for while until case ! exec export set true false . source eval command"
+                  " builtin time".split())
+
+
+def missing_program(command: str, cwd: str) -> str:
+    """What is wrong with the program a gate command runs, as the agent's is checked
+    (SPEC 16 rev 5: `pyhton3: not found on PATH`); "" when it is there, or when the shell
+    decides (its own words, a construct, a variable)."""
+    import shlex
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return ""
+    program = next((word for word in words if not re.match(r"[A-Za-z_]\w*=", word)), "")
+    if not program or program in SHELL_WORDS or re.search(r"[$`;|&(){}<>*?~]", program):
+        return ""
+    if "/" in program:
+        found = os.access(os.path.join(cwd, program), os.X_OK)
+        return "" if found else "%s: not found, or not executable" % program
+    return "" if _which(program) else "%s: not found on PATH" % program
+
+
 def cannot_run(gate: str, command: str, result: AgentResult, timeout: float) -> str:
     """Why a gate that cannot run stops the run before the agent spends (SPEC 6, 20)."""
     excerpt = error_excerpt(result.output, 3)
@@ -5803,12 +5861,14 @@ class GateRunner:
         finally:
             self.end_step()
         said = _last_line(result.output, ()) if gate == GATE_VERIFY else ""
+        if result.interrupted is not None:  # (no result: an interrupted baseline is no baseline)
+            if self.log:
+                self.log.text("--- %s interrupted by %s ---\n" % (gate, signal_name(result.interrupted)))
+            raise Interrupted(result.interrupted)
         if self.log:
             self.log.gate_end(gate, command, result.exit_code, result.seconds,
                               **({"line": said} if gate == GATE_VERIFY else {}),
                               **({"baseline": True} if baseline else {}))
-        if result.interrupted is not None:
-            raise Interrupted(result.interrupted)
         if result.timed_out:
             progress.warn("%s: `%s` did not finish within %s and was stopped"
                           % (gate, command, format_budget(plan.gate_timeout)))
@@ -5952,7 +6012,9 @@ class GateRunner:
                    ROODA_REASON=reason, ROODA_PROCEDURE=plan.procedure, ROODA_ITERATION=str(iteration or ""),
                    ROODA_ITERATIONS=str(state.finished), ROODA_COST_USD="" if cost is None else "%.2f" % cost,
                    ROODA_LOG=log.path if log else "", ROODA_SESSION=log.files.jsonl if log else "", **more)
-        env.update((name, clean(value)) for name, value in env.items() if name.startswith("ROODA_"))
+        # (cleaned and bounded: an agent's 128 KiB explanation must not keep the command from starting)
+        env.update((name, clean(value)[:FEEDBACK_TAIL_BYTES]) for name, value in env.items()
+                   if name.startswith("ROODA_"))
         late = self.guard is not None and self.guard.signum is not None
         result = run_gate(plan.notify, env=env, cwd=plan.cwd, guard=self.guard,
                           limits=Limits(timeout=5 if late else 30, grace=1, after_signal=late))
@@ -6297,6 +6359,7 @@ class LoopState:
     waits = 0                      # consecutive attempts the provider stopped
     waits_since: float | None = None  # when the first of them ended
     waiting: Wait | None = None    # the wait under way (a signal may come during it)
+    step = ""                      # a step between iterations a signal may come during, in words
     cut_short = False              # the last attempt was: a limit, an outage, a timeout, a death
     baseline: Baseline | None = None  # what verify said before iteration 1 (SPEC 20)
 
@@ -6438,7 +6501,9 @@ class _Run:
                 plan.procedure, ", ".join(missing), "is" if len(missing) == 1 else "are",
                 plan.gates.requires_hint))
         if plan.verify and plan.verify_baseline and state.baseline is None:
+            state.step = "while verify ran before iteration 1"
             state.baseline = baseline = self.gates.baseline()
+            state.step = ""
             if baseline.exit_code:  # iteration 1 starts from it, and same_error counts it
                 state.previous, state.fingerprint = baseline, baseline.fingerprint
                 state.same_error = int(baseline.fingerprint is not None)
@@ -6495,6 +6560,7 @@ class _Run:
         attempt.tree_before = self.gates.fingerprint() if plan.gates.no_change else None
         self.checkpoint()
         self.during = number  # from here, an interruption is "during iteration N"
+        self.tell_guardian("during iteration %d" % number)
         attempt.started = time.monotonic()
         attempt.prompt = prompt
         self.progress.info("Iteration %s starting..." % attempt.label)
@@ -6600,6 +6666,16 @@ class _Run:
             state.last_reason = attempt.reason
         else:
             state.consecutive_failures = 0
+        self.tell_guardian("after iteration %d" % attempt.number)
+
+    def tell_guardian(self, when: str) -> None:
+        """What the notify is told should rooda die now, killed without a chance to say so
+        itself: the figures as of this moment (SPEC 16 rev 5)."""
+        if self.plan.notify:
+            cost = self.state.usage.get("cost_usd")
+            _HELPERS.tell({"ROODA_ITERATION": str(self.during or self.state.finished),
+                           "ROODA_ITERATIONS": str(self.state.finished), "ROODA_REASON": "rooda was killed or"
+                           " crashed " + when, "ROODA_COST_USD": "" if cost is None else "%.2f" % cost})
 
     def announce(self, attempt: _Attempt) -> None:
         """The iteration's progress lines, warnings, log footer and `notify` (no counter
@@ -6687,9 +6763,9 @@ class _Run:
         self.progress.indented("  %s: %s" % attempt.reason)
         self.log_end(attempt, attempt.outcome, "%s: %s" % attempt.reason)
         state.last_reason = attempt.reason
-        return self.hold(provider_wait(trouble), attempt.number, attempt.outcome)
+        return self.hold(provider_wait(trouble), attempt.number)
 
-    def hold(self, wait: Wait, number: int, outcome: str = "") -> bool:
+    def hold(self, wait: Wait, number: int) -> bool:
         """Wait out a limit, an outage, a reserve or the pace (SPEC 13, 15, 18), counted
         down and interruptible -- or stop with exit 4 when the wait would pass what the
         run may wait (limit_wait, outage_wait, max_time) or on_limit says stop."""
@@ -6707,7 +6783,8 @@ class _Run:
             return self.stop(wait.row.stop, wait.reason(now))
         self.progress.info("%s %s" % (wait.announce(now), self.guard.how_to_stop()))
         state.waiting = wait
-        self.gates.notify("wait", outcome, "%s: %s" % (wait.kind, wait.words()), number, state,
+        self.gates.notify("wait", STOPS[wait.row.stop].status, "%s: %s" % (wait.kind, wait.words()), number,
+                          state,
                           ROODA_WAIT_KIND=wait.name, ROODA_WAIT_UNTIL=iso_time(now + wait.seconds))
         self.wait(wait.seconds, wait.doing())
         state.waiting = None
@@ -6779,7 +6856,7 @@ def schema_trouble(plan: RunPlan, agent: AgentCommand) -> str:
 def _closing_line(state: LoopState, plan: RunPlan) -> str:
     """The closing progress line (also the log's exit reason), from the table of stops,
     with the run's total usage when the agent reported any."""
-    stop, when = state.stop or STOP_SUCCESS, "between iterations"
+    stop, when = state.stop or STOP_SUCCESS, state.step or "between iterations"
     if state.interrupted_during is not None:
         when = "during iteration %d" % state.interrupted_during
     if state.waiting:
@@ -6846,6 +6923,7 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
     if log:
         log.warn = progress.warn
         log.session_start(plan, agent, state.started_wall, resumed)
+    run.tell_guardian("after iteration %d" % state.finished if state.finished else "before iteration 1")
     # What runs here saw of the windows, while their reset lies ahead: iteration 1 is
     # judged on it (SPEC 18), and `status` shows it.
     note_windows(state.windows, [(name, reading, time.time()) for name, reading in remembered_windows(
@@ -7111,6 +7189,9 @@ def plan_run(options: Any, config: Config, procedure_name: str,
         else:
             fragments[phase] = procedure.get(phase) or []
             sources[phase] = config.where(("procedures", procedure_name, phase))
+    if settings["verdict"] == "schema":  # (the prompt asks for the verdict where it asked for the markers)
+        fragments = {phase: [dict(f, path=VERDICT_PROMPT) if f.get("path") == MARKERS_PROMPT else f
+                             for f in items] for phase, items in fragments.items()}
     if options.verbose or options.quiet or options.log_level:
         flag, verbosity = "--log-level", LOG_LEVELS.get(options.log_level, NORMAL)
         if options.quiet:
@@ -7225,6 +7306,11 @@ def command_run(options: Any, procedure_name: str, positional: str | None,
     resumed = getattr(options, "resumed", None)
     config = load_config_saying_warnings(options)
     plan = plan_run(options, config, procedure_name, positional, prompt_file)
+    trouble = schema_trouble(plan, plan.agent) if plan.agent else ""
+    if trouble:  # (a config error: --dry-run says it too, issue 36)
+        own = config.data.get("procedures", {}).get(procedure_name, {}).get("verdict")
+        raise ConfigError.collect([config.problem(
+            ("procedures", procedure_name, "verdict") if own else ("loop", "verdict"), trouble)])
     if options.dry_run:
         agent = plan.agent.display() if plan.agent else "(no agent found)"
         sys.stderr.write("[DRY RUN] Procedure: %s\n[DRY RUN] Would execute with: %s\n"
@@ -7236,11 +7322,6 @@ def command_run(options: Any, procedure_name: str, positional: str | None,
     if not plan.agent:
         raise no_agent_error()
     check_agent_program(plan.agent)
-    trouble = schema_trouble(plan, plan.agent)
-    if trouble:
-        own = config.data.get("procedures", {}).get(procedure_name, {}).get("verdict")
-        raise ConfigError.collect([config.problem(
-            ("procedures", procedure_name, "verdict") if own else ("loop", "verdict"), trouble)])
     build_prompt(plan, None)  # a missing fragment or prompt file is reported now
     repo = None
     if plan.gates.need_git() or plan.log_dir:
@@ -7261,7 +7342,7 @@ def command_run(options: Any, procedure_name: str, positional: str | None,
     log = None
     if plan.log_dir is not None:
         log = SessionLog(plan.log_dir, _display_path(plan.log_dir, plan.cwd), plan.agent.format != "text",
-                         resumed["session"] if resumed else None)
+                         resumed["session"] if resumed else None, resumed["lock"] if resumed else None)
     err = Outlet(sys.stderr, "stderr")
     # One writer when both are the same terminal or file: two threads would interleave the
     # agent's lines and the progress lines out of order.
@@ -7529,6 +7610,10 @@ def command_doctor(options: Any, name: str | None) -> int:
                   " it" % (agent.cli.name, better) if agent.cli and better != "text" else "prefer --timeout"
             report("warning", "idle timeout with a text agent: some CLIs (claude -p among them) print"
                               " nothing until they finish, so a busy iteration looks idle; " + fix)
+        for gate, command in ((GATE_VERIFY, plan.verify), (GATE_DONE_WHEN, plan.done_when)):
+            missing = command and missing_program(command, cwd)  # (before the night, not at its start)
+            if missing:
+                report("error", "%s: %s" % (gate, missing))
         if plan.verify:
             report("ok", "verify: `%s` after each iteration%s" % (_one_line(plan.verify, 80), (
                 ", and once before iteration 1 to say what the agent starts from (--no-verify-baseline"
@@ -7788,20 +7873,26 @@ def command_resume(options: Any) -> int:
     directory, sessions = _sessions(options)
     here = os.path.realpath(os.getcwd())
     for path in sessions:  # named, or the newest started here: its agent and gates run here
-        try:
-            events: List[Fields] = []
-            summary, shown = summarize_session(path, events=events), os.path.basename(path)
-        except OSError as exc:
-            raise RoodaError("cannot read %s: %s" % (path, exc.strerror)) from None
-        ran_here = os.path.realpath(summary["cwd"] or "/-") == here
+        ran_here = os.path.realpath(str(_first_event(path).get("cwd") or "/-")) == here
         if options.words or ran_here:
             break
     else:
         raise RoodaError("no session in %s was started in %s" % (_display_path(directory, here), here))
+    shown = os.path.basename(path)
+    try:  # the lock first, then what the session did: nothing may go on with it meanwhile
+        locked = lock_session(path)
+    except RoodaError:
+        summary = summarize_session(path)  # (read only: to say why)
+        if summary["state"] in (RUN_RUNNING, RUN_STOPPED):
+            raise RoodaError("%s is still running (pid %s); `status` says what it does" % (
+                shown, summary["pid"])) from None
+        raise
+    except OSError as exc:
+        raise RoodaError("cannot open %s: %s" % (path, exc.strerror)) from None
+    events: List[Fields] = []
+    summary = summarize_session(path, events=events)
     if not ran_here:
         raise RoodaError("%s was started in %s; resume it from there" % (shown, summary["cwd"]))
-    if summary["state"] in (RUN_RUNNING, RUN_STOPPED):
-        raise RoodaError("%s is still running (pid %s); `status` says what it does" % (shown, summary["pid"]))
     resumable = summary["resumable"] if summary["resumable"] is not None else summary["status"] in {
         stop.status for stop in STOPS.values() if stop.resumable}  # (a session of an older rooda)
     if summary["state"] == RUN_ENDED and not resumable:
@@ -7814,7 +7905,7 @@ def command_resume(options: Any) -> int:
     usage = {name: value for name, value in (summary["usage"] or {}).items() if value is not None}
     files = SessionFiles.of(path)
     assert files
-    point = {"session": files.base, "finished": summary["iterations"], "usage": usage,
+    point = {"session": files.base, "lock": locked, "finished": summary["iterations"], "usage": usage,
              "failures": summary["failures"], "consecutive": summary["consecutive_failures"],
              "seconds": summary["elapsed_seconds"] or 0.0, "baseline": summary["baseline"]}
     prompt, point["previous"] = _resume_context(events)
