@@ -88,8 +88,8 @@ ROODA_DIR = os.path.dirname(os.path.realpath(__file__))
 SHIPPED_CONFIG = os.path.join(ROODA_DIR, "rooda-config.json")  # the procedures (tier "shipped")
 # The shipped fragment that asks for the promise markers, and the one that asks for a
 # schema verdict in its place with `verdict: schema` (SPEC 21 rev 5).
-MARKERS_PROMPT, VERDICT_PROMPT = (os.path.join(ROODA_DIR, "prompts", "act", name) for name in ("signals.md",
-                                                                                           "verdict.md"))
+MARKERS_PROMPT = os.path.join(ROODA_DIR, "prompts", "act", "signals.md")
+VERDICT_PROMPT = os.path.join(ROODA_DIR, "prompts", "act", "verdict.md")
 # File names a workspace (or global) config may have, in the order they are looked for.
 CONFIG_NAMES = ("rooda-config.json", "rooda-config.yml", "rooda-config.yaml")
 PHASES = ("observe", "orient", "decide", "act")  # the four OODA phases, in prompt order
