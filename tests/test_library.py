@@ -48,6 +48,7 @@ def test_every_fragment_file_is_used_and_every_used_file_exists():
             path = os.path.join(ROOT, "prompts", phase, shipped + ".md")
             assert os.path.isfile(path), path
             used.add(os.path.realpath(path))
+    used.add(os.path.realpath(rooda.VERDICT_PROMPT))  # (signals.md's stand-in with verdict: schema)
     on_disk = {os.path.realpath(os.path.join(folder, name))
                for folder, _, names in os.walk(os.path.join(ROOT, "prompts")) for name in names}
     assert on_disk - used == set(), "fragments no procedure uses"
