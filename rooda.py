@@ -121,8 +121,8 @@ FAILING_OUTCOMES = (FAILURE, TIMEOUT, REJECTED)
 # applies is its cause: the provider's part first (auth and billing stop the run, a limit
 # or an outage is waited out), then the iteration's own.
 CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE = "auth", "billing", "limit", "outage"
-CAUSE_TIMEOUT, CAUSE_AGENT, CAUSE_ERROR = "timeout", "agent", "error"
-CAUSE_VERIFY, CAUSE_GIT, CAUSE_EXIT = "verify", "git", "exit"
+CAUSE_PROTECTED, CAUSE_TIMEOUT, CAUSE_AGENT, CAUSE_ERROR = "protected", "timeout", "agent", "error"
+CAUSE_WORSE, CAUSE_VERIFY, CAUSE_GIT, CAUSE_EXIT = "worse", "verify", "git", "exit"
 # A typed error kind no retry fixes (a model that does not exist, a CLI too old): the run
 # stops at once, exit 2, saying what to do (SPEC 13 rev 5).
 CAUSE_FATAL = "fatal"
@@ -1977,6 +1977,15 @@ def _v_fraction(value: object) -> str | None:
                                  "must be below 1 (the part kept, 0.3 for 30%)")
 
 
+def _v_patterns(value: object) -> str | None:
+    """Paths and globs in the run directory (`protect`), or `:rooda`."""
+    if not isinstance(value, list) or not all(isinstance(p, str) and p.strip() for p in value):
+        return "must be a list of paths or globs (or :rooda)"
+    if any(os.path.isabs(p) or ".." in p.split("/") for p in value):
+        return "must name paths inside the directory rooda runs in (relative, no ..)"
+    return None
+
+
 def _v_paths(value: object) -> str | None:
     fine = isinstance(value, list) and all(isinstance(p, str) and p for p in value)
     return None if fine else "must be a list of paths"
@@ -2059,6 +2068,10 @@ SETTINGS = (
         "{seven_day: 0.3}", dict.fromkeys(WINDOWS, _v_fraction))),
     Setting("pace", "off", _Choice("off", "even"), flag="--pace", metavar="off|even",
             help="even: spend each subscription window no faster than it elapses"),
+    Setting("protect", [":rooda"], _v_patterns, procedure=True, scalar=False),
+    Setting("test_counts", "guard", _Choice("guard", "off"), procedure=True),
+    Setting("keep", "all", _Choice("all", "better"), procedure=True, flag="--keep", metavar="all|better",
+            help="better: set aside (under a git ref) an attempt that makes verify worse"),
     Setting("verify_baseline", True, _v_bool, procedure=True, flag="--no-verify-baseline",
             help="skip verify's run before iteration 1 (it says what the agent starts from)"),
     Setting("done_when", None, _v_command, procedure=True, flag="--done-when",
@@ -2902,6 +2915,11 @@ class Told(Record):
                 said += "\nWhy: " + self.reason
                 if self.explanation and self.cause != CAUSE_AGENT:
                     said += "\nThe agent's own explanation: " + self.explanation
+            said += {CAUSE_PROTECTED: "\nThose paths are protected (rooda's own files and those the run"
+                                      " names): they were put back as they were; do the work without them.",
+                     CAUSE_WORSE: "\nIts work is kept under that ref (`git diff HEAD <ref>` shows it) and"
+                                  " the work tree is back to the best state so far: do better from here."
+                     }.get(self.cause or "", "")
             said += ("\n" if self.reason else " ") + _quoted(self.feedback, self.source, markers)
         if self.next_step:
             said = said + "\n\n" if said else "Iteration %d says the work is not done yet.\n" % self.number
@@ -4400,7 +4418,8 @@ class Activity:
 def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: str | None = None,
                      verified: bool | None = None, reported_error: bool = False,
                      cut_short: bool = False, trouble: str | None = None,
-                     git_failed: bool = False) -> Tuple[str, str | None]:
+                     git_failed: bool = False, protected: bool = False,
+                     worse: bool = False) -> Tuple[str, str | None]:
     """The outcome matrix of SPEC 5 and the cause of SPEC 15, whole: (outcome, cause).
 
     The provider's trouble comes first (a limit or an outage is waited out, not failed);
@@ -4411,7 +4430,7 @@ def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: str | No
     signals = set(signals)
     if trouble:
         outcome = {CAUSE_LIMIT: LIMITED, CAUSE_OUTAGE: UNAVAILABLE}.get(trouble, FAILURE)
-    elif (reported_error and not timed_out) or git_failed:  # (an error rooda's stop provoked: timeout)
+    elif (reported_error and not timed_out) or git_failed or protected or worse:  # (timeout: rooda's stop)
         outcome = FAILURE
     elif SIGNAL_SUCCESS in signals:
         outcome = REJECTED if verified is False else COMPLETED
@@ -4423,10 +4442,10 @@ def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: str | No
         return SUCCESS, None
     if outcome == COMPLETED:
         return outcome, None
-    for cause, applies in ((trouble, trouble is not None), (CAUSE_TIMEOUT, timed_out),
-                           (CAUSE_AGENT, SIGNAL_FAILURE in signals),
-                           (CAUSE_ERROR, reported_error or cut_short), (CAUSE_VERIFY, verified is False),
-                           (CAUSE_GIT, git_failed)):
+    for cause, applies in ((trouble, trouble is not None), (CAUSE_PROTECTED, protected),
+                           (CAUSE_TIMEOUT, timed_out), (CAUSE_AGENT, SIGNAL_FAILURE in signals),
+                           (CAUSE_ERROR, reported_error or cut_short), (CAUSE_WORSE, worse),
+                           (CAUSE_VERIFY, verified is False), (CAUSE_GIT, git_failed)):
         if applies:
             return outcome, cause
     return outcome, CAUSE_EXIT
@@ -4709,7 +4728,11 @@ def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Tup
     result, report, cause = attempt.result, attempt.report, attempt.cause
     assert result and report
     if cause == CAUSE_VERIFY:
-        return verify_words(attempt.check)
+        return ("verify", attempt.drop) if attempt.drop else verify_words(attempt.check)
+    if cause == CAUSE_PROTECTED:
+        return "protected", "the agent changed %s; restored" % ", ".join(attempt.restored)
+    if cause == CAUSE_WORSE:
+        return "worse", attempt.worse
     if cause == CAUSE_GIT:
         return "git", (attempt.git_problem or "")[:REASON_CHARS]
     if cause == CAUSE_TIMEOUT:
@@ -5289,7 +5312,8 @@ def summarize_session(path: str, now: float | None = None, whole: bool = True,
         "session procedure state status exit_code reason pid started iteration max_iterations iterations"
         " successes failures limited unavailable elapsed_seconds usage last_event last_event_time"
         " waiting_until waiting_for activity tool_calls tokens consecutive_failures argv cwd skipped_lines"
-        " baseline last_verify resumable last_failure windows resets_at").split())
+        " baseline last_verify resumable last_failure windows resets_at kept kept_verify").split())
+    summary.update(set_aside=[], restored=0)  # (SPEC 22: refs of the attempts set aside; restorations)
     summary.update(session=path, iterations=0, successes=0, failures=0, limited=0, unavailable=0,
                    consecutive_failures=0 if whole else None, skipped_lines=0)
     lines, read_whole = _read_session(path, whole)
@@ -5343,10 +5367,17 @@ def summarize_session(path: str, now: float | None = None, whole: bool = True,
                 consecutive = event.get("consecutive_failures")
                 summary["consecutive_failures"] = consecutive if isinstance(consecutive, int) else 0
             add_usage(usage, _mapping(event.get("usage")))
+            summary["restored"] += bool(event.get("restored"))
+            if isinstance(event.get("set_aside"), str):
+                summary["set_aside"].append(event["set_aside"])
+            if isinstance(event.get("kept"), str):  # (the best state, and what verify said of it)
+                summary["kept"], summary["kept_verify"] = event["kept"], summary["last_verify"]
         elif name == "gate" and event.get("gate") == GATE_VERIFY and isinstance(event.get("exit_code"), int):
+            counts = {key: value for key, value in _mapping(event.get("counts")).items()
+                      if key in ("run", "skipped", "failed") and isinstance(value, int)}
             summary["baseline" if event.get("baseline") else "last_verify"] = {
                 "result": "pass" if event["exit_code"] == 0 else "fail", "exit_code": event["exit_code"],
-                "line": str(event.get("line") or "")}
+                "line": str(event.get("line") or ""), "counts": counts if len(counts) == 3 else None}
         elif name == "window" and event.get("window") in WINDOWS:
             reading = window_reading(event.get("utilization"), parse_iso_time(event.get("resets_at")),
                                      event.get("status"), event.get("threshold"))
@@ -5390,8 +5421,13 @@ def verify_course(summary: Mapping[str, Any]) -> str:
     """What verify said before iteration 1 and at the last iteration (SPEC 20): `failing
     (3 failed, 10 passed) before → passing after`; "" when it never ran."""
     def said(check: Mapping[str, Any]) -> str:
-        return "passing" if check["result"] == "pass" else "failing (%s)" % (
-            _one_line(check["line"], 100) or "exit %d" % check["exit_code"])
+        counts = check.get("counts")
+        ran = "%d run%s" % (counts["run"], ", %d skipped" % counts["skipped"] * bool(counts["skipped"])) \
+            if counts else ""
+        if check["result"] == "pass":
+            return "passing" + " (%s)" % ran * bool(ran)
+        return "failing (%s%s)" % (_one_line(check["line"], 100) or "exit %d" % check["exit_code"],
+                                   "; " * bool(ran) + ran)
     last = " after" if summary["baseline"] else " at the last iteration"
     return " → ".join(said(summary[key]) + words for key, words in (
         ("baseline", " before"), ("last_verify", last)) if summary[key])
@@ -5536,13 +5572,13 @@ class GitResult(Record):
 def git(args: Sequence[str], cwd: str, *, timeout: float = 60.0,
         env: Env | None = None, guard: SignalGuard | None = None,
         kill_grace: float = 5.0, echo_out: Sink | None = None,
-        echo_err: Sink | None = None, ticker: Ticker | None = None) -> GitResult:
+        echo_err: Sink | None = None, ticker: Ticker | None = None, stdin: str = "") -> GitResult:
     """Run git like a gate (own process group, timeout, the guard's signals); its output
     is also passed to the echo sinks (verbose, log). Exit 127 when git is missing."""
     out: List[bytes] = []
     err: List[bytes] = []
     try:
-        result = run_agent(["git"] + list(args), "", env=env or git_environment(), cwd=cwd,
+        result = run_agent(["git"] + list(args), stdin, env=env or git_environment(), cwd=cwd,
                            guard=guard, on_stdout=_tee(out.append, echo_out),
                            on_stderr=_tee(err.append, echo_err), ticker=ticker,
                            limits=Limits(timeout=timeout, grace=kill_grace))
@@ -5670,14 +5706,13 @@ def stage_everything(run_git: RunGit, repo: GitRepository, log_dir: str | None,
     return None
 
 
-def worktree_fingerprint(run_git: RunGit, repo: GitRepository, log_dir: str | None
-                         ) -> Tuple[str | None, str | None]:
-    """(fingerprint, None) of HEAD and the whole work tree, untracked files included and
-    rooda's logs left out -- a tree hash built in a scratch copy of the index -- or
-    (None, git's message) when git failed: never "unchanged" by mistake."""
+def worktree_tree(run_git: RunGit, repo: GitRepository, log_dir: str | None
+                  ) -> Tuple[str | None, str | None]:
+    """(tree, None) of the whole work tree, untracked files included, ignored ones and
+    rooda's logs left out -- a tree built in a scratch copy of the index -- or (None,
+    git's message) when git failed: the no_change fingerprint and keep: better's states."""
     import shutil
     import tempfile
-    head = read_head(repo) or "-"
     handle, scratch = tempfile.mkstemp(prefix="rooda-index-")
     os.close(handle)
     try:
@@ -5694,7 +5729,7 @@ def worktree_fingerprint(run_git: RunGit, repo: GitRepository, log_dir: str | No
         result = run_git(["write-tree"], env=env)
         if result.exit_code != 0:
             return None, "git write-tree failed: " + result.message()
-        return "%s:%s" % (head, result.out.strip()), None
+        return result.out.strip(), None
     finally:
         if os.path.exists(scratch):
             os.unlink(scratch)
@@ -5819,6 +5854,205 @@ def verify_fingerprint(output: bytes) -> str:
     return error_fingerprint(b"%s\n%s" % (CAUSE_VERIFY.encode(), output))
 
 
+# -- keeping the night's work honest (SPEC 22) -------------------------------------------
+
+# The summary lines of the test runners SPEC 22 names, each with its counts as `N word`
+# (`items`; unittest's `failures=1`, go's one word a line) and, where the runner's total
+# includes the skipped tests, that `total`. Every line one verify printed is summed; go's
+# own lines not where gotestsum said them again, the plain `N passed, N failed` only
+# where no runner's line was found.
+_COUNT_LINES = (
+    ("gotestsum", r"^DONE (?P<total>\d+) tests?(?P<items>(?:, \d+ \w+)*) in "),
+    ("pytest", r"^=* ?(?P<items>(?:\d+ \w+(?:, )?)+|no tests ran) in [\d.]+s\b"),
+    ("unittest", r"^Ran (?P<total>\d+) tests? in [\d.]+s *\n *\n(?:OK|FAILED)(?: \((?P<items>[^)]*)\))?"),
+    ("go", r"^ *--- (?P<items>PASS|FAIL|SKIP): "),
+    ("cargo", r"^test result: \w+\. (?P<items>\d+ passed; \d+ failed; \d+ ignored; \d+ measured;"
+              r" \d+ filtered)"),
+    ("jest", r"^Tests: +(?P<items>.*?),? (?P<total>\d+) total"),
+    ("vitest", r"^ *Tests +(?P<items>[^(\n]*?) *\((?P<total>\d+)\)"),
+    ("plain", r"\b(?P<items>\d+ (?:passed|failed), \d+ (?:passed|failed))\b"))
+# Their words: tests that failed, and that did not run (the others ran, passed or not).
+_FAILED_WORDS = {"failed", "fail", "failure", "failures", "error", "errors"}
+_SKIPPED_WORDS = {"skipped", "skip", "deselected", "ignored", "filtered", "todo"}
+_RAN_WORDS = _FAILED_WORDS | {"passed", "pass", "xfailed", "xpassed", "measured", "expected failures",
+                              "unexpected successes"}
+
+
+def test_counts(output: bytes) -> Fields | None:
+    """The tests a verifier ran (passed, failed and errors), failed, and skipped, from the
+    summary lines its runner printed (SPEC 22): {"run", "skipped", "failed"}, or None when
+    it printed none."""
+    text, counts = clean(_decode(output)), {"run": 0, "skipped": 0, "failed": 0}
+    found: set = set()
+    for runner, pattern in _COUNT_LINES:
+        if (runner == "go" and "gotestsum" in found) or (runner == "plain" and found):
+            continue
+        for match in re.finditer(pattern, text, re.M):
+            found.add(runner)
+            items = re.sub(r"([a-z][a-z ]*)=(\d+)", r"\2 \1", (match.group("items") or "").lower())
+            said: Dict[str, int] = collections.Counter()
+            for number, word in re.findall(r"(\d+) ([a-z]+(?: [a-z]+)?)", items) or [("1", items)]:
+                said[word] += int(number)
+            skipped = sum(said[word] for word in _SKIPPED_WORDS)
+            total = match.groupdict().get("total")
+            counts["run"] += int(total) - skipped if total else sum(said[word] for word in _RAN_WORDS)
+            counts["skipped"] += skipped
+            counts["failed"] += sum(said[word] for word in _FAILED_WORDS)
+    return counts if found else None
+
+
+def verify_result(check: AgentResult) -> tuple:
+    """A verify run as SPEC 22 weighs it: (passed, tests failed, run, skipped), or
+    (passed,) where its runner printed no counts."""
+    counts = test_counts(check.output)
+    passed = check.exit_code == 0
+    return (passed, counts["failed"], counts["run"], counts["skipped"]) if counts else (passed,)
+
+
+def result_words(result: tuple) -> str:
+    """`passing (12 run)`, `failing (3 failed of 12 run, 1 skipped)`, `failing`."""
+    said = "passing" if result[0] else "failing"
+    if result[1:]:
+        said += " (%s%d run%s)" % ("%d failed of " % result[1] * bool(result[1]), result[2],
+                                   ", %d skipped" % result[3] * bool(result[3]))
+    return said
+
+
+def is_worse(result: tuple, best: tuple) -> bool:
+    """Whether a verify result is worse than the best kept state's (SPEC 22): it fails where
+    the best passed, or (with counts on both sides) fails more tests, runs fewer, or skips
+    more."""
+    counted = len(result) == len(best) == 4
+    return (best[0] and not result[0]) or counted and (
+        result[1] > best[1] or result[2] < best[2] or result[3] > best[3])
+
+
+class Best(Record):
+    """The best state so far under keep: better (SPEC 22): the work tree as a commit object
+    (the index as a tree of its own), and its verify result (None before one is known)."""
+
+    commit: str
+    index: str
+    result: tuple | None
+
+
+class ProtectedPaths:
+    """The paths the agent may not change (SPEC 22 `protect`): `:rooda` -- rooda's own
+    directory when it lies inside the run directory (less the log directory), or its own
+    files where that is the run directory itself, and the config and prompt files it read
+    from there -- and the globs given, relative to the run directory (`*`, `?`, `**` any
+    depth). Before an iteration their content is recorded as copies in a private
+    directory (never in memory); after it, what the agent created, changed or deleted
+    there is put back exactly, its versions kept first. Ignored files, the log directory
+    and what lies outside the run directory are never touched."""
+
+    def __init__(self, plan: RunPlan, run_git: RunGit) -> None:
+        import tempfile
+        self.cwd, self.run_git, self.repo = plan.cwd, run_git, plan.repo
+        self.logs = os.path.realpath(plan.log_dir or os.devnull)
+        self.copies = tempfile.mkdtemp(prefix="rooda-protected-")  # (files/: the copies; agent/: --no-log's)
+        self.seen: Dict[str, tuple] = {}     # path (relative) -> its signature when copied
+        self.ignored: Dict[str, bool] = {}   # path -> whether git ignores it (asked once)
+        self.files: set = set()              # paths: single files, and those found in the walks
+        self.trees: set = set()              # directories protected whole
+        self.roots: set = set()              # where the globs are looked for
+        globs = []
+        for pattern in plan.protect:
+            wild = re.split(r"[*?]", pattern)
+            if pattern != ":rooda" and len(wild) > 1:
+                globs.append("".join({"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}.get(
+                    part, re.escape(part)) for part in re.split(r"(\*\*/?|\*|\?)", pattern)))
+                self.roots.add(os.path.dirname(wild[0]))
+            elif pattern != ":rooda":  # (a file, or a directory whole)
+                self.files.add(pattern.rstrip("/"))
+                self.trees.add(pattern.rstrip("/"))
+                continue
+            own = _display_path(ROODA_DIR, self.cwd)
+            if own == ".":  # (rooda run from its own directory: its files, not the project)
+                self.files.update(["rooda.py", "rooda-config.json"])
+                self.trees.add("prompts")
+            elif not os.path.isabs(own) and pattern == ":rooda":
+                self.trees.add(own)
+            read = list(plan.config_files) + [f["path"] for items in plan.fragments.values() for f in items
+                                              if "path" in f] + [plan.prompt_file or os.devnull]
+            self.files.update(path for path in (_display_path(path, self.cwd) for path in read)
+                              if not os.path.isabs(path) and not path.startswith(".."))
+        self.globs = re.compile("(?:%s)\\Z" % "|".join(globs or ["(?!)"]))
+
+    def scan(self) -> Dict[str, tuple]:
+        """The protected files now, by path, with their signatures (lstat: a link is a file)."""
+        found = {}
+        for top in sorted(self.trees | self.roots):
+            for folder, dirs, names in os.walk(os.path.join(self.cwd, top)):
+                dirs[:] = [name for name in dirs if name != ".git" and
+                           os.path.realpath(os.path.join(folder, name)) != self.logs]
+                for name in names:
+                    path = os.path.relpath(os.path.join(folder, name), self.cwd).replace(os.sep, "/")
+                    if self.globs.match(path) or any(path.startswith(tree + "/") for tree in self.trees):
+                        self.files.add(path)
+        for path in self.files:
+            with _suppress(OSError):
+                info = os.lstat(os.path.join(self.cwd, path))
+                found[path] = (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+        asked = [path for path in found if path not in self.ignored]
+        if asked and self.repo:  # (git says which are ignored, once each: they are not rooda's to guard)
+            said = self.run_git(["check-ignore", "-z", "--stdin"], stdin="\0".join(asked) + "\0")
+            self.ignored.update(dict.fromkeys(asked, False), **dict.fromkeys(said.out.split("\0"), True))
+        return {path: signature for path, signature in found.items() if not self.ignored.get(path)}
+
+    def record(self) -> None:
+        """Before an iteration: a copy of each protected file that changed since the last."""
+        import shutil
+        now = self.scan()
+        for path, signature in now.items():
+            if self.seen.get(path) != signature:
+                copy = os.path.join(self.copies, "files", path)
+                os.makedirs(os.path.dirname(copy), exist_ok=True)
+                with _suppress(FileNotFoundError):
+                    os.unlink(copy)
+                shutil.copy2(os.path.join(self.cwd, path), copy, follow_symlinks=False)
+        self.seen = now
+
+    def restore(self, keep_in: str) -> List[str]:
+        """After an iteration: what the agent created, changed or deleted put back exactly
+        as it was, its versions kept in `keep_in` first (nothing lost, even if rooda is
+        killed midway); the paths, sorted."""
+        import filecmp
+        import shutil
+        now, changed = self.scan(), []
+        for path in sorted(set(now) | set(self.seen)):
+            here, copy = os.path.join(self.cwd, path), os.path.join(self.copies, "files", path)
+            if now.get(path) != self.seen.get(path) and not (
+                    path in now and path in self.seen and now[path][0] == self.seen[path][0] and
+                    filecmp.cmp(here, copy, shallow=False)):
+                changed.append(path)
+        try:
+            for path in changed:
+                if path in now:
+                    os.makedirs(os.path.dirname(os.path.join(keep_in, path)), exist_ok=True)
+                    shutil.copy2(os.path.join(self.cwd, path), os.path.join(keep_in, path),
+                                 follow_symlinks=False)
+            for path in changed:  # each put back whole: a copy beside it, renamed over it
+                here = os.path.join(self.cwd, path)
+                if path not in self.seen:
+                    os.unlink(here)
+                    continue
+                os.makedirs(os.path.dirname(here), exist_ok=True)
+                shutil.copy2(os.path.join(self.copies, "files", path), here + ".rooda-restore",
+                             follow_symlinks=False)
+                os.replace(here + ".rooda-restore", here)
+        except OSError as exc:  # (a file made a directory, a full disk: the run stops, saying so)
+            raise RoodaError("cannot put back the protected %s: %s" % (exc.filename, exc.strerror)) from None
+        return changed
+
+    def close(self) -> None:
+        """The copies go when the run ends; the agent's versions (--no-log) stay."""
+        import shutil
+        shutil.rmtree(os.path.join(self.copies, "files"), ignore_errors=True)
+        with _suppress(OSError):
+            os.rmdir(self.copies)  # (only when nothing of the agent's is in it)
+
+
 class GateRunner:
     """The commands a run runs besides the agent -- its gates, git and `notify` -- each
     under the run's guard and bounded, shown on the status line while it runs and
@@ -5834,8 +6068,8 @@ class GateRunner:
         self.stderr_sink = err.write if verbose and err is not None else None
         self.log_sink = log.write if log else None
         self.markers = signal_markers(plan.signals)
-        # How commits name this run: its session, else the run's mark (--no-log).
-        self.session = log.files.base if log else os.environ.get("ROODA_RUN", "")
+        # How commits and set-aside refs name this run: its session, else its start (--no-log).
+        self.session = log.files.base if log else time.strftime("run-%Y%m%d-%H%M%S")
 
     def step(self, what: str) -> Ticker | None:
         """A gate or git step begins: `verify: make test · 12s` on the status line."""
@@ -5865,9 +6099,9 @@ class GateRunner:
             if self.log:
                 self.log.text("--- %s interrupted by %s ---\n" % (gate, signal_name(result.interrupted)))
             raise Interrupted(result.interrupted)
-        if self.log:
-            self.log.gate_end(gate, command, result.exit_code, result.seconds,
-                              **({"line": said} if gate == GATE_VERIFY else {}),
+        if self.log:  # (a verify's telling line and test counts, SPEC 20 and 22)
+            more = {"line": said, "counts": test_counts(result.output)} if gate == GATE_VERIFY else {}
+            self.log.gate_end(gate, command, result.exit_code, result.seconds, **more,
                               **({"baseline": True} if baseline else {}))
         if result.timed_out:
             progress.warn("%s: `%s` did not finish within %s and was stopped"
@@ -5900,11 +6134,13 @@ class GateRunner:
         return Baseline(plan.verify, result.exit_code, verify_words(result)[1], result.output,
                         verify_fingerprint(result.output) if failed else None)
 
-    def git(self, args: List[str], env: Env | None = None) -> GitResult:
-        """A git command of the run, under its guard and gate_timeout. A commit or a push
-        (what runs hooks and changes something) is a gate, shown in verbose mode and
-        logged with its output; the plumbing around it (add, diff, ...) is logged only
-        when it fails, with git's output."""
+    def git(self, args: List[str], env: Env | None = None, stdin: str = "", finish: bool = False
+            ) -> GitResult:
+        """A git command of the run, under its guard and gate_timeout (`finish`: not cut by
+        a signal -- a restore ends what it began). A commit or a push (what runs hooks
+        and changes something) is a gate, shown in verbose mode and logged with its
+        output; the plumbing around it (add, diff, ...) is logged only when it fails, with
+        git's output."""
         plan, log = self.plan, self.log
         import shlex  # (shown as a shell would take it: a message has newlines)
         record, shown = args[0] in ("commit", "push"), "git " + " ".join(map(shlex.quote, args))
@@ -5913,8 +6149,8 @@ class GateRunner:
         started = time.monotonic()
         ticker = self.step("git: " + args[0])  # a slow hook keeps the line going
         try:
-            result = git(args, plan.cwd, timeout=plan.gate_timeout, env=env, guard=self.guard,
-                         kill_grace=plan.kill_grace, ticker=ticker,
+            result = git(args, plan.cwd, timeout=plan.gate_timeout, env=env, kill_grace=plan.kill_grace,
+                         guard=None if finish else self.guard, ticker=ticker, stdin=stdin,
                          echo_out=_tee(self.stdout_sink, self.log_sink) if record else None,
                          echo_err=_tee(self.stderr_sink, self.log_sink) if record else None)
         finally:
@@ -5928,14 +6164,107 @@ class GateRunner:
             raise Interrupted(result.interrupted)
         return result
 
+    def verify(self, attempt: _Attempt, state: LoopState) -> None:
+        """verify after an iteration (SPEC 6), and what SPEC 22 asks of its result: with
+        test_counts: guard, a SUCCESS whose verifier ran fewer tests (or skipped more, or
+        printed no counts) than it did before iteration 1 is rejected, any other such drop
+        said; with keep: better, an attempt whose result is worse than the best state's,
+        confirmed by a second run, is set aside under a git ref and the tree put back."""
+        plan = self.plan
+        assert plan.verify and attempt.report and self.progress
+        attempt.check = check = self.gate(GATE_VERIFY, plan.verify)
+        attempt.verified, counts = check.exit_code == 0, test_counts(check.output)
+        said, when = state.counts if state.counts and plan.test_counts == "guard" else (None, "")
+        drop, verb = "", ("failed", "passed")[attempt.verified]
+        if said and counts is None:
+            drop = "the verifier printed no test counts where it printed %d run %s" % (said["run"], when)
+        elif said and counts and counts["run"] < said["run"]:
+            drop = "verify %s with %d tests run where %d ran %s" % (verb, counts["run"], said["run"], when)
+        elif said and counts and counts["skipped"] > said["skipped"]:
+            drop = "verify %s with %d tests skipped where %d were %s" % (
+                verb, counts["skipped"], said["skipped"], when)
+        if counts and not state.counts:  # (without a baseline, the first counts read stand in for it)
+            state.counts = (counts, "at iteration %d" % attempt.number)
+        claimed = SIGNAL_SUCCESS in attempt.report.signals
+        if drop and attempt.verified and plan.test_counts == "guard" and claimed:
+            attempt.verified, attempt.drop = False, drop  # (no completion: cause verify)
+        elif drop:
+            self.progress.warn("iteration %d: %s" % (attempt.number, drop))
+        best = state.best
+        result = verify_result(check)
+        if plan.keep == "better" and best and best.result and is_worse(result, best.result):
+            again = self.gate(GATE_VERIFY, plan.verify)  # (a flaky test sets no work aside)
+            if is_worse(verify_result(again), best.result):
+                attempt.set_aside = self.set_aside(attempt.number, best)
+                attempt.worse = "verify %s → %s; set aside as %s" % (
+                    result_words(best.result), result_words(verify_result(again)), attempt.set_aside)
+            else:
+                attempt.check, attempt.verified = again, again.exit_code == 0
+        if not attempt.verified:
+            attempt.feedback, attempt.source = attempt.check.output, "the verifier's (`%s`)" % plan.verify
+
+    def keep(self, attempt: _Attempt | None, state: LoopState) -> None:
+        """keep: better's best state (SPEC 22): before iteration 1, and after each attempt
+        that was kept and verified (after its commit)."""
+        if self.plan.keep == "better" and (attempt is None or (attempt.check and not attempt.set_aside)):
+            label = "after iteration %d" % attempt.number if attempt else "before iteration 1"
+            result = verify_result(attempt.check) if attempt and attempt.check else None
+            if attempt is None and state.baseline:
+                result = verify_result(AgentResult(state.baseline.exit_code, output=state.baseline.output))
+            state.best = Best(*self.snapshot("rooda: the best state, " + label), result)
+            if attempt:
+                attempt.kept = state.best.commit
+
+    def plumb(self, args: List[str], env: Env | None = None) -> str:
+        """A git command keep: better cannot do without (SPEC 22): its output, or a
+        RoodaError with git's words -- the run stops rather than lose or mix up work."""
+        result = self.git(args, env, finish=True)
+        if result.exit_code != 0:
+            raise RoodaError("keep: better: git %s failed: %s" % (args[0], result.message()))
+        return result.out.strip()
+
+    def snapshot(self, label: str) -> Tuple[str, str]:
+        """The work tree as it is (tracked and untracked files, not ignored ones nor rooda's
+        logs) as a commit object on HEAD that no branch references, and the index as a
+        tree: (commit, index tree)."""
+        repo = self.plan.repo
+        assert repo
+        tree, problem = worktree_tree(self.git, repo, self.plan.log_dir)
+        if tree is None:
+            raise RoodaError("keep: better: " + str(problem))
+        index, head = self.plumb(["write-tree"]), read_head(repo)
+        env = dict(git_environment(), GIT_AUTHOR_NAME="rooda", GIT_AUTHOR_EMAIL="rooda@localhost",
+                   GIT_COMMITTER_NAME="rooda", GIT_COMMITTER_EMAIL="rooda@localhost")  # (rooda's own objects)
+        return self.plumb(["commit-tree", tree, "-m", "%s\n\nRooda-Index: %s" % (label, index)] +
+                          (["-p", head] if head else []), env), index
+
+    def set_aside(self, number: int, best: Best) -> str:
+        """An attempt worse than the best state (SPEC 22): its whole work tree kept under
+        refs/rooda/attempts/<session>/<iteration>, then the work tree and index under the
+        run directory put back to the best state (the files it added removed: they are in
+        the ref). The ref comes first: killed midway, nothing is lost. Returns the ref."""
+        commit, _ = self.snapshot("rooda: attempt %d set aside (its verify result was worse)" % number)
+        ref = "refs/rooda/attempts/%s/%d" % (self.session, number)
+        self.plumb(["update-ref", ref, commit])
+        logs = _display_path(self.plan.log_dir or os.devnull, self.plan.cwd)
+        spec = ["--", "."] + [":(exclude)" + logs] * (not os.path.isabs(logs) and not logs.startswith(".."))
+        added = self.plumb(["diff", "--name-only", "-z", "--no-renames", "--relative", "--diff-filter=A",
+                            best.commit, commit] + spec)
+        self.plumb(["restore", "--source=" + best.commit, "--worktree"] + spec)
+        self.plumb(["restore", "--source=" + best.index, "--staged"] + spec)
+        for name in filter(None, added.split("\0")):
+            with _suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.plan.cwd, name))
+        return ref
+
     def fingerprint(self) -> str | None:
         """The no_change fingerprint of the work tree; None, with a warning that quotes
         git, when git failed (a failure is never "unchanged", SPEC 6)."""
         assert self.plan.repo and self.progress
-        value, problem = worktree_fingerprint(self.git, self.plan.repo, self.plan.log_dir)
+        tree, problem = worktree_tree(self.git, self.plan.repo, self.plan.log_dir)
         if problem:
             self.progress.warn("stuck.no_change: %s; this iteration is not counted" % problem)
-        return value
+        return tree and "%s:%s" % (read_head(self.plan.repo) or "-", tree)
 
     def uncommitted(self) -> List[str]:
         """What the work tree holds that is not committed, rooda's session logs left out
@@ -6332,6 +6661,7 @@ class RunPlan(Record):
     prompt_file: str | None
     prompt_text: str | None
     argv: Tuple[str, ...] = ()      # rooda's own command line (for `resume`)
+    config_files: Tuple[str, ...] = ()  # the config files it read (`protect`'s :rooda)
     repo: GitRepository | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -6362,6 +6692,8 @@ class LoopState:
     step = ""                      # a step between iterations a signal may come during, in words
     cut_short = False              # the last attempt was: a limit, an outage, a timeout, a death
     baseline: Baseline | None = None  # what verify said before iteration 1 (SPEC 20)
+    best: Best | None = None       # keep: better's best state so far (SPEC 22)
+    counts: tuple | None = None    # the test counts a verify is held to, and since when (SPEC 22)
 
     def __init__(self) -> None:
         self.started, self.started_wall = time.monotonic(), time.time()
@@ -6398,6 +6730,11 @@ class _Attempt:
     reason: Tuple[str, str] | None = None  # the cause in words: ("exit 1", "<its line>")
     explanation = ""                       # the agent's own, when it signalled FAILURE
     error_kind: str | None = None          # the typed kind of the error its CLI reported
+    restored: Tuple[str, ...] = ()         # the protected paths put back (SPEC 22), and where
+    kept_versions: str | None = None       # the agent's versions of them went
+    drop = worse = ""                      # what its verifier's counts and result said (SPEC 22)
+    set_aside: str | None = None           # the ref it was set aside under, or
+    kept: str | None = None                # the best state's commit after it
     verdict: object = None                 # its schema verdict, as it gave it
     next_step: str | None = None        # what the verdict says comes next
     feedback, source = b"", "the agent's"  # what the next prompt quotes, whose
@@ -6440,6 +6777,7 @@ class _Run:
         self.gates = GateRunner(plan, guard, progress, log, out, err)
         self.agent_env = _agent_env(plan, self.agent)
         self.owner = windows_owner(self.agent, self.agent_env)
+        self.protected = ProtectedPaths(plan, self.gates.git) if plan.protect else None
         if log:  # what is under way, for `status` in another terminal
             progress.on_tick = lambda: log.write_live(dict(
                 pid=os.getpid(), iteration=self.during,
@@ -6504,9 +6842,13 @@ class _Run:
             state.step = "while verify ran before iteration 1"
             state.baseline = baseline = self.gates.baseline()
             state.step = ""
+            counts = test_counts(baseline.output)
+            state.counts = (counts, "before iteration 1") if counts else None  # (what verify is held to)
             if baseline.exit_code:  # iteration 1 starts from it, and same_error counts it
                 state.previous, state.fingerprint = baseline, baseline.fingerprint
                 state.same_error = int(baseline.fingerprint is not None)
+        if plan.keep == "better" and state.best is None:
+            self.gates.keep(None, state)
         if state.finished and plan.delay and not state.waits:
             pause = backoff_delay(plan.delay, plan.backoff, state.consecutive_failures)
             following = state.finished + 1
@@ -6533,6 +6875,7 @@ class _Run:
             self.run_agent_step(attempt)
             self.judge(attempt)
         except Interrupted:
+            self.put_back(attempt)  # (protected paths before rooda exits: SPEC 22)
             self.log_end(attempt, OUTCOME_INTERRUPTED)
             raise
         if attempt.outcome in (LIMITED, UNAVAILABLE):
@@ -6558,6 +6901,8 @@ class _Run:
         # HEAD is read when a git gate or the log needs it; else no git at all.
         attempt.head_before = read_head(plan.repo) if plan.repo else None
         attempt.tree_before = self.gates.fingerprint() if plan.gates.no_change else None
+        if self.protected:
+            self.protected.record()
         self.checkpoint()
         self.during = number  # from here, an interruption is "during iteration N"
         self.tell_guardian("during iteration %d" % number)
@@ -6623,18 +6968,16 @@ class _Run:
         attempt.feedback, attempt.error_kind = report.tail, typed_kind(report, self.agent.cli)[0]
         attempt.trouble = trouble = find_provider_trouble(
             report, result.exit_code, SIGNAL_SUCCESS in report.signals, time.time(), self.agent.cli)
-        if not trouble and plan.verify and not result.timed_out:
-            attempt.check = self.gates.gate(GATE_VERIFY, plan.verify)
-            attempt.verified = attempt.check.exit_code == 0
-            if not attempt.verified:
-                attempt.feedback = attempt.check.output
-                attempt.source = "the verifier's (`%s`)" % plan.verify
+        self.put_back(attempt)  # (what the agent did to protected paths is undone before anything judges it)
+        if not trouble and not attempt.restored and plan.verify and not result.timed_out:
+            self.gates.verify(attempt, self.state)
 
         def classify(git_failed: bool = False) -> None:
             attempt.outcome, attempt.cause = classify_outcome(
                 result.exit_code, report.signals, result.timed_out, attempt.verified,
                 reported_error=report.error is not None, cut_short=report.cut_short,
-                trouble=trouble.kind if trouble else None, git_failed=git_failed)
+                trouble=trouble.kind if trouble else None, git_failed=git_failed,
+                protected=bool(attempt.restored), worse=bool(attempt.set_aside))
         classify()
         git = plan.gates.commit or plan.gates.push
         if git and attempt.outcome in (SUCCESS, COMPLETED) and plan.repo:
@@ -6642,6 +6985,7 @@ class _Run:
             if attempt.git_problem:
                 classify(git_failed=True)
                 attempt.feedback, attempt.source = attempt.git_problem.encode("utf-8"), "git's"
+        self.gates.keep(attempt, self.state)
         if SIGNAL_FAILURE in report.signals and not attempt.explanation:
             attempt.explanation = explanation(report.said, plan.signals["failure"])
         if attempt.cause is not None:
@@ -6650,6 +6994,18 @@ class _Run:
             if attempt.cause == CAUSE_VERIFY and baseline and baseline.fingerprint is not None and \
                     baseline.fingerprint == verify_fingerprint(attempt.feedback):
                 attempt.reason = (attempt.reason[0], attempt.reason[1] + " (as before iteration 1)")
+
+    def put_back(self, attempt: _Attempt) -> None:
+        """The protected paths the agent changed, put back (SPEC 22), once an attempt ends;
+        its versions kept beside the session's logs (--no-log: in the run's private
+        directory, named in the reason)."""
+        if self.protected and not attempt.restored:
+            log, number = self.log, str(attempt.number)
+            where = os.path.join(self.protected.copies, "agent", number)
+            if log:
+                where = os.path.join(log.files.directory, log.files.base + "-protected", number)
+            attempt.restored = tuple(self.protected.restore(where))
+            attempt.kept_versions = where if attempt.restored else None
 
     def count(self, attempt: _Attempt) -> None:
         """The iteration in the loop's counters (state only). One the account stopped is no
@@ -6804,7 +7160,8 @@ class _Run:
             outcome=outcome, consecutive_failures=self.state.consecutive_failures, verify=verify,
             head_before=attempt.head_before, head_after=read_head(repo) if repo else None,
             output_bytes=report.output_bytes, reason=reason, cause=attempt.cause,
-            error_kind=attempt.error_kind,
+            error_kind=attempt.error_kind, restored=list(attempt.restored) or None,
+            kept_versions=attempt.kept_versions, set_aside=attempt.set_aside, kept=attempt.kept,
             usage=dict(report.usage) if report.usage else None, verdict=attempt.verdict,
             # What the next prompt quotes, and whose it is: a `resume` tells the next attempt too.
             feedback=[attempt.source, clean(_decode(attempt.feedback[-FEEDBACK_TAIL_BYTES:]))]
@@ -6901,6 +7258,14 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
         state.consecutive_failures, state.usage = resumed["consecutive"], dict(resumed["usage"])
         said = resumed.get("baseline")  # (none yet: it runs now)
         state.baseline = Baseline(plan.verify or "", said["exit_code"], said["line"]) if said else None
+        state.counts = (said["counts"], "before iteration 1") if said and said.get("counts") else None
+        kept, verify = resumed.get("kept"), resumed.get("kept_verify") or {}
+        if kept and plan.keep == "better" and plan.repo:  # (the best state goes on: SPEC 22)
+            index = run.gates.plumb(["log", "-1", "--format=%(trailers:key=Rooda-Index,valueonly)", kept])
+            counts = verify.get("counts")
+            result = (verify.get("result") == "pass",) + ((counts["failed"], counts["run"], counts["skipped"])
+                                                          if counts else ())
+            state.best = Best(kept, index, result if verify else None)
         state.previous, state.cut_short = resumed.get("previous"), True
         state.started -= resumed["seconds"]
         progress.info("Resuming procedure: %s (%s; %s done, %s so far)" % (
@@ -6940,6 +7305,8 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
         run.stop(STOP_ERROR, str(exc))
     if guard.signum is not None and state.status != STATUS_INTERRUPTED:
         run.interrupted(guard.signum, None)  # it came as the run ended: no result overrides it
+    if run.protected:
+        run.protected.close()
     closing = _report_end(state, plan, progress)
     if log:
         log.session_end(state, closing)
@@ -7243,6 +7610,7 @@ def plan_run(options: Any, config: Config, procedure_name: str,
         max_iterations=max_iterations, signals=signals, agent=agent, env=env, verbosity=verbosity,
         color=_use_color(options.color, sys.stderr), cwd=cwd, sources=sources, gates=gates,
         log_dir=log_dir, settings=settings, argv=tuple(getattr(options, "argv", ())),
+        config_files=tuple(os.path.join(cwd, shown) for _, shown in config.files),
         prompt_file=os.path.join(cwd, prompt_file) if prompt_file not in (None, "-") else None,
         prompt_text=prompt_text)
 
@@ -7306,11 +7674,13 @@ def command_run(options: Any, procedure_name: str, positional: str | None,
     resumed = getattr(options, "resumed", None)
     config = load_config_saying_warnings(options)
     plan = plan_run(options, config, procedure_name, positional, prompt_file)
-    trouble = schema_trouble(plan, plan.agent) if plan.agent else ""
-    if trouble:  # (a config error: --dry-run says it too, issue 36)
-        own = config.data.get("procedures", {}).get(procedure_name, {}).get("verdict")
-        raise ConfigError.collect([config.problem(
-            ("procedures", procedure_name, "verdict") if own else ("loop", "verdict"), trouble)])
+    for key, trouble in (("verdict", schema_trouble(plan, plan.agent) if plan.agent else ""), ("keep", (
+            plan.keep == "better" and not plan.verify and "better needs verify: it keeps what verify says is"
+            " no worse"))):
+        if trouble:  # (a config error: --dry-run says it too, issue 36)
+            own = config.data.get("procedures", {}).get(procedure_name, {}).get(key)
+            raise ConfigError.collect([config.problem(
+                ("procedures", procedure_name, key) if own else ("loop", key), trouble)])
     if options.dry_run:
         agent = plan.agent.display() if plan.agent else "(no agent found)"
         sys.stderr.write("[DRY RUN] Procedure: %s\n[DRY RUN] Would execute with: %s\n"
@@ -7324,11 +7694,12 @@ def command_run(options: Any, procedure_name: str, positional: str | None,
     check_agent_program(plan.agent)
     build_prompt(plan, None)  # a missing fragment or prompt file is reported now
     repo = None
-    if plan.gates.need_git() or plan.log_dir:
+    if plan.gates.need_git() or plan.log_dir or plan.keep == "better":
         repo, why = find_repository(plan.cwd)
-        if plan.gates.need_git() and not repo:
-            wanted = [name for name, on in (("git.commit", plan.gates.commit), ("git.push", plan.gates.push),
-                                            ("stuck.no_change", plan.gates.no_change)) if on]
+        wanted = [name for name, on in (("git.commit", plan.gates.commit), ("git.push", plan.gates.push),
+                                        ("stuck.no_change", plan.gates.no_change),
+                                        ("keep: better", plan.keep == "better")) if on]
+        if wanted and not repo:
             one = len(wanted) == 1
             why = "but " + why if why else "and %s is not in one (run 'git init', or turn %s off)" % (
                 plan.cwd, ("them", "it")[one])
@@ -7907,7 +8278,8 @@ def command_resume(options: Any) -> int:
     assert files
     point = {"session": files.base, "lock": locked, "finished": summary["iterations"], "usage": usage,
              "failures": summary["failures"], "consecutive": summary["consecutive_failures"],
-             "seconds": summary["elapsed_seconds"] or 0.0, "baseline": summary["baseline"]}
+             "seconds": summary["elapsed_seconds"] or 0.0, "baseline": summary["baseline"],
+             "kept": summary["kept"], "kept_verify": summary["kept_verify"]}
     prompt, point["previous"] = _resume_context(events)
     own, at = list(options.argv), 0  # its own options: its words taken out by position, not value
     for word in ("resume",) + tuple(options.words):

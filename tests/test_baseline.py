@@ -66,10 +66,11 @@ def test_a_failing_baseline_is_said_at_the_start_and_leads_the_first_prompt(work
     # status --json: the baseline and the last verify side by side.
     status = run_rooda("status", "--json", "--log-dir", tmp_path / "logs", cwd=str(workspace))
     summary = json.loads(status.stdout)
-    assert summary["baseline"] == {"result": "fail", "exit_code": 1, "line": "3 failed, 10 passed"}
-    assert summary["last_verify"] == {"result": "pass", "exit_code": 0, "line": ""}
+    assert summary["baseline"] == {"result": "fail", "exit_code": 1, "line": "3 failed, 10 passed",
+                                   "counts": {"run": 13, "skipped": 0, "failed": 3}}  # (SPEC 22)
+    assert summary["last_verify"] == {"result": "pass", "exit_code": 0, "line": "", "counts": None}
     text = run_rooda("status", "--log-dir", tmp_path / "logs", cwd=str(workspace)).stdout.decode()
-    assert "verify      failing (3 failed, 10 passed) before → passing after\n" in text
+    assert "verify      failing (3 failed, 10 passed; 13 run) before → passing after\n" in text
 
 
 def test_an_iteration_that_fails_as_before_says_so_and_same_error_counts_the_baseline(

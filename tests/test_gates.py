@@ -312,6 +312,7 @@ def test_prompt_loops_up_to_its_cap_and_stops_early_on_success(workspace, agent,
     (workspace / "PROMPT.md").write_text("Study the plan, do the next task.\n")
     agent.script({}, {"actions": [{"write_file": "PROMPT.md", "text": "Now finish it.\n"}]},
                  SUCCESS_SIGNAL, {})
+    write_config(workspace, {"loop": {"protect": []}})  # (a prompt file it read is protected by default)
     code, _, err = run_main(capfd, "prompt", "PROMPT.md", "5", "--ai-cmd", agent.cmd)
     assert code == 0 and agent.calls == 3
     lines = progress_lines(err)

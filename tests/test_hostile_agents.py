@@ -165,7 +165,7 @@ def test_verbose_into_a_closed_pipe_warns_once_and_goes_on(workspace, agent, io_
 
 def test_a_fragment_that_disappears_mid_run(workspace, agent):
     (workspace / "f.md").write_text("Do it.")
-    write_config(workspace, {"procedures": {"p": {
+    write_config(workspace, {"loop": {"protect": []}, "procedures": {"p": {  # (protected by default: SPEC 22)
         "observe": "f.md", "orient": "f.md", "decide": "f.md", "act": "f.md"}}})
     agent.script({"actions": [{"remove": "f.md"}]})
     proc = run_rooda("p", "-n", "3", "--ai-cmd", agent.cmd, cwd=str(workspace), env=agent.env)

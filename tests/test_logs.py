@@ -15,10 +15,11 @@ EVENT_FIELDS = {
     "session_start": {"version", "procedure", "agent", "max_iterations", "failure_threshold",
                       "cwd", "pid", "boot", "pidns", "log", "argv"},
     "iteration_start": {"iteration", "prompt_sha256", "prompt_bytes", "fragments"},
-    "gate": {"gate", "command", "exit_code", "seconds", "line"},  # (line: verify's)
+    "gate": {"gate", "command", "exit_code", "seconds", "line", "counts"},  # (line, counts: verify's)
     "iteration_end": {"iteration", "seconds", "exit_code", "signal", "signals", "outcome",
                       "consecutive_failures", "verify", "head_before", "head_after", "output_bytes",
-                      "reason", "cause", "error_kind", "usage", "verdict", "feedback"},
+                      "reason", "cause", "error_kind", "restored", "kept_versions", "set_aside", "kept", "usage",
+                      "verdict", "feedback"},
     "limit": {"kind", "message", "resets_at", "wait_seconds"},
     "session_end": {"status", "resumable", "reason", "iterations", "succeeded", "failed", "seconds", "exit_code",
                     "usage"},

@@ -298,7 +298,7 @@ def test_feedback_can_be_turned_off(workspace, agent, capfd):
 
 def test_prompt_is_rebuilt_each_iteration(workspace, agent, capfd):
     (workspace / "act.md").write_text("first version")
-    write_config(workspace, {"procedures": {"edit": {
+    write_config(workspace, {"loop": {"protect": []}, "procedures": {"edit": {  # (protected by default: SPEC 22)
         "observe": "act.md", "orient": "act.md", "decide": "act.md", "act": "act.md"}}})
     agent.script({"actions": [{"write_file": "act.md", "text": "second version"}]}, {})
     code, _, _ = run_main(capfd, "edit", "-n", "2", "--ai-cmd", agent.cmd)
