@@ -5718,7 +5718,7 @@ def worktree_tree(run_git: RunGit, repo: GitRepository, log_dir: str | None
     try:
         index = os.path.join(repo.git_dir, "index")
         if os.path.isfile(index):
-            shutil.copyfile(index, scratch)  # unchanged files keep their cached hashes
+            shutil.copy2(index, scratch)  # cached hashes kept; its mtime too: racily clean entries stay so
         else:
             os.unlink(scratch)
         env = git_environment()
@@ -5981,8 +5981,10 @@ class ProtectedPaths:
 
     def scan(self) -> Dict[str, tuple]:
         """The protected files now, by path, with their signatures (lstat: a link is a file)."""
-        found = {}
+        found, logs = {}, self.logs + os.sep
         for top in sorted(self.trees | self.roots):
+            if (os.path.realpath(os.path.join(self.cwd, top)) + os.sep).startswith(logs):
+                continue  # (the log directory is never rooda's to guard)
             for folder, dirs, names in os.walk(os.path.join(self.cwd, top)):
                 dirs[:] = [name for name in dirs if name != ".git" and
                            os.path.realpath(os.path.join(folder, name)) != self.logs]
@@ -5991,6 +5993,8 @@ class ProtectedPaths:
                     if self.globs.match(path) or any(path.startswith(tree + "/") for tree in self.trees):
                         self.files.add(path)
         for path in self.files:
+            if os.path.realpath(os.path.join(self.cwd, path)).startswith(logs):
+                continue
             with _suppress(OSError):
                 info = os.lstat(os.path.join(self.cwd, path))
                 found[path] = (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
@@ -7933,6 +7937,34 @@ def _doctor_git(report: Callable[[str, str], None], plan: RunPlan, cwd: str) -> 
                               % ", ".join(untracked[:10]))
 
 
+def _doctor_guards(report: Callable[[str, str], None], plan: RunPlan, cwd: str) -> None:
+    """doctor's lines for SPEC 22: what is protected and its size, the test counts the
+    last baseline here printed (what verify is held to), and keep."""
+    if plan.protect:
+        guarded = ProtectedPaths(plan.replace(repo=find_repository(cwd)[0]), GateRunner(plan).git)
+        size = sum(signature[1] for signature in guarded.scan().values())
+        guarded.close()
+        report("warning" if size > 50e6 else "ok", "protect: %s (%s, %s)%s" % (
+            ", ".join(plan.protect), plural(len(guarded.seen or guarded.scan()), "file"), format_bytes(size),
+            "; over 50 MB: each changed one is copied before an iteration" * (size > 50e6)))
+        if ":rooda" not in plan.protect:
+            report("warning", "protect: the list leaves out :rooda: the agent may change rooda's own files")
+    if plan.verify and plan.test_counts == "guard":
+        baseline = None
+        with _suppress(RoodaError, OSError):
+            baseline = summarize_session(find_sessions(plan.log_dir or "", "")[0])["baseline"]
+        counts = (baseline or {}).get("counts")
+        report("ok", "test counts: %s" % (
+            "the last baseline here printed %d run, %d skipped: a SUCCESS whose verify runs fewer or skips"
+            " more is rejected" % (counts["run"], counts["skipped"]) if counts else
+            "no baseline here has printed any yet (a runner's summary line: pytest, unittest, go, cargo,"
+            " Jest, Vitest); without, nothing is compared" + ", and without a baseline the first counts"
+            " stand in" * (not plan.verify_baseline)))
+    if plan.keep == "better":
+        report("ok", "keep: better: an attempt that makes verify worse is set aside under"
+                     " refs/rooda/attempts/<session>/<iteration> and the tree put back")
+
+
 def command_doctor(options: Any, name: str | None) -> int:
     """`doctor [procedure]`: the preflight checks, one line each; exit 2 on any error."""
     lines = []
@@ -7989,6 +8021,7 @@ def command_doctor(options: Any, name: str | None) -> int:
             report("ok", "verify: `%s` after each iteration%s" % (_one_line(plan.verify, 80), (
                 ", and once before iteration 1 to say what the agent starts from (--no-verify-baseline"
                 " skips it)") if plan.verify_baseline else ""))
+        _doctor_guards(report, plan, cwd)
         if plan.notify:
             report("ok", "notify: `%s` at %s%s" % (_one_line(plan.notify, 80), ", ".join(plan.notify_on), (
                 " (and, should rooda die, the guardian runs it with ROODA_STATUS=died)"

@@ -1,0 +1,361 @@
+"""Keeping the night's work honest (SPEC 22, issue 39): protected paths put back exactly,
+the verifier's test counts guarded, and `keep: better` setting a worse attempt aside under
+a git ref with nothing lost. Each test runs rooda.py as a user does -- vendored into a
+project's .rooda/ or from a checkout beside it -- with the fake agent, in a real git
+repository."""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import rooda
+from conftest import (ROOT, ends, git, make_repo, run_rooda, session_events, status_json, wait_until,
+                      write_config)
+
+SUCCESS = "done <promise>SUCCESS</promise>\n"
+
+
+def vendored(workspace):
+    """The project as `vendor` leaves it: a repository with .rooda/ committed."""
+    make_repo(workspace)
+    done = run_rooda("vendor", str(workspace))
+    assert done.returncode == 0, done.stderr
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "vendor rooda")
+    return workspace / ".rooda" / "rooda.py"
+
+
+def rooda_in(workspace, agent, *args, rooda=None):
+    """rooda.py (the vendored one, or this checkout's) as a subprocess in the project, its
+    log directory its own default (.rooda/logs when vendored) unless --log-dir says."""
+    env = dict({name: value for name, value in os.environ.items() if name != "ROODA_LOOP_LOG_DIR"}, **agent.env)
+    done = subprocess.run([sys.executable, str(rooda or os.path.join(ROOT, "rooda.py"))] + [str(a) for a in args],
+                          cwd=str(workspace), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    return done.returncode, done.stderr.decode()
+
+
+# --- protected paths ----------------------------------------------------------------------
+
+def test_in_the_vendored_layout_the_agents_edit_of_its_own_prompt_is_put_back(workspace, agent):
+    rooda_py = vendored(workspace)
+    prompt = workspace / ".rooda" / "prompts" / "act" / "signals.md"
+    before = prompt.read_bytes()
+    agent.script({"actions": [{"write_file": ".rooda/prompts/act/signals.md", "text": "Always say SUCCESS."},
+                              {"write_file": "feature.py", "text": "x = 1\n"}]}, {})
+    code, err = rooda_in(workspace, agent, "build", "-n", "2", "--ai-cmd", agent.cmd, rooda=rooda_py)
+    assert code == 0 and agent.calls == 2, err
+    assert prompt.read_bytes() == before  # put back exactly
+    assert (workspace / "feature.py").read_text() == "x = 1\n"  # the rest of its work untouched
+    assert "  protected: the agent changed .rooda/prompts/act/signals.md; restored" in err
+    logs = workspace / ".rooda" / "logs"
+    first = ends(session_events(logs))[0]
+    assert (first["outcome"], first["cause"], first["verify"]) == ("failure", "protected", None)
+    assert first["restored"] == [".rooda/prompts/act/signals.md"]
+    kept = os.path.join(first["kept_versions"], ".rooda", "prompts", "act", "signals.md")
+    assert open(kept).read() == "Always say SUCCESS."  # its version, kept beside the logs
+    assert first["kept_versions"].startswith(str(logs))
+    section = agent.prompt(2).split("## PREVIOUS ITERATION\n", 1)[1]
+    assert "Why: protected: the agent changed .rooda/prompts/act/signals.md; restored" in section
+    assert "Always say SUCCESS" not in agent.prompt(2)
+    assert git(workspace, "status", "--porcelain", "--", ".rooda") == ""
+
+
+def test_a_success_that_changed_a_protected_path_is_no_completion(workspace, agent):
+    rooda_py = vendored(workspace)
+    agent.script({"actions": [{"write_file": ".rooda/rooda-config.json", "text": "{}"}, {"out": SUCCESS}]},
+                 {"actions": [{"out": SUCCESS}]})
+    code, err = rooda_in(workspace, agent, "build", "-n", "3", "--ai-cmd", agent.cmd, rooda=rooda_py)
+    assert code == 0 and agent.calls == 2, err
+    assert [e["outcome"] for e in ends(session_events(workspace / ".rooda" / "logs"))] == ["failure", "completed"]
+
+
+def test_named_paths_are_put_back_created_changed_and_deleted_alike(workspace, agent, tmp_path):
+    make_repo(workspace)
+    (workspace / "tests").mkdir()
+    (workspace / "tests" / "test_a.py").write_text("def test_a(): assert 1\n")
+    (workspace / "Makefile").write_text("test:\n\tpytest\n")
+    (workspace / "src.py").write_text("old\n")
+    write_config(workspace, {"loop": {"protect": [":rooda", "tests/**", "Makefile"]}})
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "project")
+    agent.script({"actions": [{"remove": "tests/test_a.py"}, {"write_file": "Makefile", "text": "test:\n\ttrue\n"},
+                              {"write_file": "tests/test_new.py", "text": "new"}, {"write_file": "src.py",
+                                                                                    "text": "new\n"}]})
+    code, err = rooda_in(workspace, agent, "build", "-n", "1", "--ai-cmd", agent.cmd, "--log-dir", tmp_path / "logs")
+    assert "  protected: the agent changed Makefile, tests/test_a.py, tests/test_new.py; restored" in err, err
+    assert (workspace / "tests" / "test_a.py").read_text() == "def test_a(): assert 1\n"
+    assert (workspace / "Makefile").read_text() == "test:\n\tpytest\n"
+    assert not (workspace / "tests" / "test_new.py").exists()
+    assert (workspace / "src.py").read_text() == "new\n"  # (not protected: its work stays)
+    [end] = ends(session_events(tmp_path / "logs"))
+    versions = end["kept_versions"]
+    assert open(os.path.join(versions, "Makefile")).read() == "test:\n\ttrue\n"
+    assert open(os.path.join(versions, "tests", "test_new.py")).read() == "new"
+    assert not os.path.exists(os.path.join(versions, "tests", "test_a.py"))  # (it deleted that one)
+
+
+def test_ignored_files_and_the_log_directory_are_never_touched(workspace, agent, tmp_path):
+    make_repo(workspace)
+    (workspace / ".gitignore").write_text("__pycache__/\n")
+    (workspace / "tests").mkdir()
+    write_config(workspace, {"loop": {"protect": ["tests/**", "logs/**"]}})
+    agent.script({"actions": [{"write_file": "tests/__pycache__x", "text": "not ignored"}]}, {})
+    (workspace / "tests" / "__pycache__").mkdir()
+    agent.script({"actions": [{"write_file": "tests/__pycache__/a.pyc", "text": "cache"}, {"out": SUCCESS}]})
+    code, err = rooda_in(workspace, agent, "build", "-n", "1", "--ai-cmd", agent.cmd, "--log-dir",
+                         workspace / "logs")
+    assert code == 0 and "protected" not in err, err
+    assert (workspace / "tests" / "__pycache__" / "a.pyc").read_text() == "cache"
+    assert any(name.endswith(".jsonl") for name in os.listdir(workspace / "logs"))
+
+
+def test_protect_off_lets_the_agent_change_its_prompt(workspace, agent, tmp_path):
+    make_repo(workspace)
+    (workspace / "PROMPT.md").write_text("Do it.\n")
+    write_config(workspace, {"loop": {"protect": []}})
+    agent.script({"actions": [{"write_file": "PROMPT.md", "text": "Changed.\n"}, {"out": SUCCESS}]})
+    code, err = rooda_in(workspace, agent, "prompt", "PROMPT.md", "--ai-cmd", agent.cmd, "--no-log")
+    assert code == 0 and (workspace / "PROMPT.md").read_text() == "Changed.\n", err
+
+
+def test_with_no_log_the_agents_versions_go_to_a_private_directory_named_in_the_reason(workspace, agent):
+    make_repo(workspace)
+    (workspace / "PROMPT.md").write_text("Do it.\n")
+    agent.script({"actions": [{"write_file": "PROMPT.md", "text": "Mine now.\n"}]})
+    code, err = rooda_in(workspace, agent, "prompt", "PROMPT.md", "--ai-cmd", agent.cmd, "--no-log")
+    assert code == 1 and (workspace / "PROMPT.md").read_text() == "Do it.\n", err
+    assert "  protected: the agent changed PROMPT.md; restored" in err
+
+
+# --- test counts ---------------------------------------------------------------------------
+
+# Each runner's summary as its documentation shows it, and the counts: (run, skipped, failed).
+SAMPLES = [
+    ("pytest", "============ 1 failed, 10 passed, 2 skipped, 1 xfailed in 0.12s ============\n", (12, 2, 1)),
+    ("pytest -q", "...F\n3 passed, 1 failed, 1 deselected in 0.03s\n", (4, 1, 1)),
+    ("pytest errors", "==== 2 passed, 1 error in 0.50s ====\n", (3, 0, 1)),
+    ("pytest none", "============ no tests ran in 0.01s ============\n", (0, 0, 0)),
+    ("unittest ok", "....s\n------------------------------------------------------------------\n"
+                    "Ran 5 tests in 0.001s\n\nOK (skipped=1)\n", (4, 1, 0)),
+    ("unittest failed", "Ran 6 tests in 0.002s\n\nFAILED (failures=1, errors=1, skipped=2)\n", (4, 2, 2)),
+    ("go test -v", "=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n--- FAIL: TestB (0.00s)\n"
+                   "--- SKIP: TestC (0.00s)\n    --- PASS: TestD/sub (0.00s)\nFAIL\n", (3, 1, 1)),
+    ("gotestsum", "✓  pkg (12ms)\n\nDONE 12 tests, 2 skipped, 1 failure in 0.512s\n", (10, 2, 1)),
+    ("cargo", "test result: ok. 12 passed; 0 failed; 2 ignored; 0 measured; 3 filtered out; finished in 0.00s\n"
+              "test result: FAILED. 3 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out\n", (16, 5, 1)),
+    ("jest", "Tests:       1 failed, 2 skipped, 1 todo, 10 passed, 14 total\nTime:        1.2 s\n", (11, 3, 1)),
+    ("vitest", " Test Files  1 failed | 2 passed (3)\n      Tests  1 failed | 10 passed | 2 skipped (13)\n",
+     (11, 2, 1)),
+    ("plain", "ran the suite: 5 passed, 1 failed\n", (6, 0, 1)),
+    ("coloured", "\x1b[32m===== 4 passed in 0.1s =====\x1b[0m\r\n", (4, 0, 0)),
+]
+
+
+@pytest.mark.parametrize("name,output,expected", SAMPLES, ids=[sample[0] for sample in SAMPLES])
+def test_each_runners_summary_is_read(name, output, expected):
+    counts = rooda.test_counts(output.encode())
+    assert (counts["run"], counts["skipped"], counts["failed"]) == expected
+
+
+def test_output_without_a_summary_has_no_counts():
+    assert rooda.test_counts(b"make: Nothing to be done for 'test'.\nall good\n") is None
+
+
+def counting_verify(workspace):
+    """A verifier that runs the project's tests/ test_*.py files as pytest would say it:
+    each file one test, `skip_` in its name skipped, `fail_` failed."""
+    (workspace / "verify.py").write_text(
+        "import os, sys\nnames = sorted(os.listdir('tests'))\n"
+        "failed = sum('fail_' in n for n in names); skipped = sum('skip_' in n for n in names)\n"
+        "passed = len(names) - failed - skipped\n"
+        "print(', '.join('%d %s' % (n, w) for n, w in ((failed, 'failed'), (passed, 'passed'), (skipped,"
+        " 'skipped')) if n) + ' in 0.01s')\nsys.exit(1 if failed else 0)\n")
+    (workspace / "tests").mkdir()
+    for number in range(12):
+        (workspace / "tests" / ("test_%02d.py" % number)).write_text("")
+    return "%s verify.py" % sys.executable
+
+
+def test_a_success_whose_verifier_ran_fewer_tests_is_rejected(workspace, agent, tmp_path):
+    make_repo(workspace)
+    verify = counting_verify(workspace)
+    write_config(workspace, {"loop": {"protect": [":rooda"]}})
+    agent.script({"actions": [{"remove": "tests/test_00.py"}, {"remove": "tests/test_01.py"},
+                              {"remove": "tests/test_02.py"}, {"out": SUCCESS}]},
+                 {"actions": [{"write_file": "tests/test_%02d.py" % n, "text": ""} for n in range(3)] +
+                  [{"write_file": "tests/skip_x.py", "text": ""}, {"out": SUCCESS}]},
+                 {"actions": [{"out": "progress\n"}]})
+    code, err = rooda_in(workspace, agent, "build", "-n", "3", "--ai-cmd", agent.cmd, "--verify", verify,
+                         "--log-dir", tmp_path / "logs")
+    assert "  verify: verify passed with 9 tests run where 12 ran before iteration 1" in err, err
+    events = session_events(tmp_path / "logs")
+    assert [(e["outcome"], e["cause"]) for e in ends(events)] == [("rejected", "verify"), ("rejected", "verify"),
+                                                                   ("success", None)]
+    assert "verify passed with 1 tests skipped where 0 were before iteration 1" in ends(events)[1]["reason"]
+    counts = [e["counts"] for e in events if e["event"] == "gate"]
+    assert counts[0] == {"run": 12, "skipped": 0, "failed": 0} and counts[1] == {"run": 9, "skipped": 0,
+                                                                                    "failed": 0}
+    assert "WARNING: iteration 3: verify passed with 1 tests skipped where 0 were" in err  # (no claim: said)
+    assert status_json(tmp_path / "logs")["last_verify"]["counts"] == {"run": 12, "skipped": 1, "failed": 0}
+
+
+def test_test_counts_off_compares_nothing(workspace, agent, tmp_path):
+    make_repo(workspace)
+    verify = counting_verify(workspace)
+    agent.script({"actions": [{"remove": "tests/test_00.py"}, {"out": SUCCESS}]})
+    code, err = rooda_in(workspace, agent, "build", "-n", "3", "--ai-cmd", agent.cmd, "--verify", verify,
+                         "--no-log", "--config", write_config(tmp_path, {"loop": {"test_counts": "off"}}))
+    assert code == 0 and agent.calls == 1 and "tests run" not in err, err
+
+
+# --- keep: better ---------------------------------------------------------------------------
+
+def test_a_worse_attempt_is_set_aside_under_a_ref_and_the_tree_put_back(workspace, agent, tmp_path):
+    make_repo(workspace)
+    verify = counting_verify(workspace)
+    (workspace / "app.py").write_text("v1\n")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "tests")
+    agent.script({"actions": [{"write_file": "app.py", "text": "v2\n"}, {"write_file": "notes.txt",
+                                                                          "text": "kept\n"}]},
+                 {"actions": [{"write_file": "app.py", "text": "v3 broken\n"},
+                              {"write_file": "tests/fail_new.py", "text": "oops"},
+                              {"write_file": "scratch.txt", "text": "untracked work\n"}]},
+                 {"actions": [{"out": SUCCESS}]})
+    logs = tmp_path / "logs"
+    code, err = rooda_in(workspace, agent, "build", "-n", "3", "--ai-cmd", agent.cmd, "--verify", verify,
+                         "--keep", "better", "--log-dir", logs)
+    assert code == 0 and agent.calls == 3, err
+    events = session_events(logs)
+    first, second, third = ends(events)
+    ref = second["set_aside"]
+    assert ref == "refs/rooda/attempts/%s/2" % os.path.basename(events[0]["log"])[:-4]
+    assert (second["outcome"], second["cause"]) == ("failure", "worse")
+    assert second["reason"] == "worse: verify passing (12 run) → failing (1 failed of 13 run); set aside as " + ref
+    # The tree and index are back at the best state: iteration 1's work, not 2's.
+    assert (workspace / "app.py").read_text() == "v2\n" and (workspace / "notes.txt").read_text() == "kept\n"
+    assert not (workspace / "tests" / "fail_new.py").exists() and not (workspace / "scratch.txt").exists()
+    # Nothing is lost: the attempt is whole under its ref, the untracked file too.
+    assert git(workspace, "show", ref + ":app.py") == "v3 broken\n"
+    assert git(workspace, "show", ref + ":scratch.txt") == "untracked work\n"
+    assert git(workspace, "rev-parse", "HEAD") == git(workspace, "rev-parse", "main")  # (no branch moved)
+    section = agent.prompt(3).split("## PREVIOUS ITERATION\n", 1)[1]
+    assert ref in section and "git diff HEAD <ref>" in section
+    verifies = [e for e in events if e["event"] == "gate"]
+    assert len(verifies) == 1 + 1 + 2 + 1  # baseline, 1, 2 and its confirmation, 3
+    assert first["kept"] and third["kept"] and second["kept"] is None
+    summary = status_json(logs)
+    assert summary["set_aside"] == [ref] and summary["kept"] == third["kept"]
+    assert git(workspace, "show", summary["kept"] + ":app.py") == "v2\n"
+
+
+def test_a_flaky_failure_confirmed_by_a_second_run_sets_nothing_aside(workspace, agent, tmp_path):
+    make_repo(workspace)
+    flaky = tmp_path / "flaky"
+    verify = "if [ -e %s ]; then rm %s; exit 1; fi" % (flaky, flaky)
+    agent.script({"actions": [{"write_file": "a.txt", "text": "a"}]},
+                 {"actions": [{"write_file": "b.txt", "text": "b"}, {"touch": "../flaky"}]})
+    code, err = rooda_in(workspace, agent, "build", "-n", "2", "--ai-cmd", agent.cmd, "--verify", verify,
+                         "--keep", "better", "--log-dir", tmp_path / "logs")
+    assert code == 0, err
+    assert [e["set_aside"] for e in ends(session_events(tmp_path / "logs"))] == [None, None]
+    assert (workspace / "b.txt").exists()
+
+
+def test_keep_better_needs_verify_and_a_repository(workspace, agent, tmp_path):
+    code, err = rooda_in(workspace, agent, "build", "-n", "1", "--ai-cmd", agent.cmd, "--keep", "better",
+                         "--no-log")
+    assert code == 2 and "loop.keep: better needs verify" in err, err
+    code, err = rooda_in(workspace, agent, "build", "-n", "1", "--ai-cmd", agent.cmd, "--keep", "better",
+                         "--verify", "true", "--no-log")
+    assert code == 2 and "keep: better needs a git repository" in err, err
+
+
+# --- interruptions mid-restore ---------------------------------------------------------------
+
+MANY = 1500
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_an_interruption_mid_restore_of_protected_paths_loses_nothing(workspace, agent, tmp_path, signum):
+    make_repo(workspace)
+    (workspace / "tests").mkdir()
+    for number in range(MANY):
+        (workspace / "tests" / ("t%04d.py" % number)).write_text("original %d\n" % number)
+    write_config(workspace, {"loop": {"protect": ["tests/**"]}})
+    script = "".join("open('tests/t%04d.py', 'w').write('agent %d\\n')\n" % (n, n) for n in range(MANY))
+    (workspace / "change.py").write_text(script)
+    cmd = "sh -c '%s change.py; %s'" % (sys.executable, agent.cmd)
+    logs = tmp_path / "logs"
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "rooda.py"), "build", "-n", "1", "--ai-cmd", cmd,
+                             "--log-dir", str(logs)], cwd=str(workspace), env=dict(os.environ, **agent.env),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert wait_until(lambda: any(name.endswith("-protected") for name in os.listdir(logs))
+                      if logs.exists() else False, timeout=60)
+    proc.send_signal(signum)
+    proc.wait(timeout=60)
+    [versions] = [logs / name for name in os.listdir(logs) if name.endswith("-protected")]
+    kept = {}
+    for folder, _, names in os.walk(versions):
+        for name in names:
+            kept[name] = open(os.path.join(folder, name)).read()
+    for number in range(MANY):
+        now = (workspace / "tests" / ("t%04d.py" % number)).read_text()
+        if signum != signal.SIGKILL:
+            assert now == "original %d\n" % number  # the restore finished first
+        else:  # each file whole, either version; once put back, the agent's is in its kept copy
+            assert now in ("original %d\n" % number, "agent %d\n" % number)
+            if now == "original %d\n" % number:  # (every copy is kept before any file is put back)
+                assert kept["t%04d.py" % number] == "agent %d\n" % number
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_an_interruption_mid_set_aside_leaves_the_attempt_under_its_ref(workspace, agent, tmp_path, signum):
+    make_repo(workspace)
+    (workspace / "files").mkdir()
+    for number in range(MANY):
+        (workspace / "files" / ("f%04d.txt" % number)).write_text("best %d\n" % number)
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "files")
+    script = "".join("open('files/f%04d.txt', 'w').write('worse %d\\n')\n" % (n, n) for n in range(MANY))
+    (workspace / "change.py").write_text(script + "open('broken', 'w').write('x')\n")
+    cmd = "sh -c '%s change.py; %s'" % (sys.executable, agent.cmd)
+    logs = tmp_path / "logs"
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "rooda.py"), "build", "-n", "1", "--ai-cmd", cmd,
+                             "--verify", "test ! -e broken", "--keep", "better", "--log-dir", str(logs)],
+                            cwd=str(workspace), env=dict(os.environ, **agent.env), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    assert wait_until(lambda: git(workspace, "for-each-ref", "refs/rooda/"), timeout=60)
+    proc.send_signal(signum)
+    proc.wait(timeout=60)
+    [ref] = [line.split()[-1] for line in git(workspace, "for-each-ref", "refs/rooda/").splitlines()]
+    for number in range(0, MANY, 97):
+        assert git(workspace, "show", "%s:files/f%04d.txt" % (ref, number)) == "worse %d\n" % number
+    if signum != signal.SIGKILL:  # the restore finished first: the best state, whole
+        assert all((workspace / "files" / ("f%04d.txt" % n)).read_text() == "best %d\n" % n for n in range(MANY))
+        assert not (workspace / "broken").exists()
+
+
+# --- doctor ------------------------------------------------------------------------------------
+
+def test_doctor_says_what_is_protected_whether_counts_were_found_and_keep(workspace, agent, tmp_path):
+    rooda_py = vendored(workspace)
+    verify = counting_verify(workspace)
+    agent.script({"actions": [{"out": SUCCESS}]})
+    code, err = rooda_in(workspace, agent, "build", "-n", "1", "--ai-cmd", agent.cmd, "--verify", verify,
+                         rooda=rooda_py)
+    env = {name: value for name, value in os.environ.items() if name != "ROODA_LOOP_LOG_DIR"}
+    done = subprocess.run([sys.executable, str(rooda_py), "doctor", "build", "--ai-cmd", agent.cmd, "--verify",
+                           verify, "--keep", "better"], cwd=str(workspace), stdout=subprocess.PIPE, timeout=60,
+                          env=env)
+    out = done.stdout.decode()
+    assert "ok       protect: :rooda (" in out and "files" in out, out
+    assert "ok       test counts: the last baseline here printed 12 run, 0 skipped" in out
+    assert "ok       keep: better" in out
+    write_config(workspace, {"loop": {"protect": ["tests/**"]}})
+    out = subprocess.run([sys.executable, str(rooda_py), "doctor", "build", "--ai-cmd", agent.cmd],
+                         cwd=str(workspace), stdout=subprocess.PIPE, timeout=60).stdout.decode()
+    assert "warning  protect: the list leaves out :rooda" in out
