@@ -146,8 +146,8 @@ def test_doctor_all_ok_exits_0(workspace, agent, capfd, fake_inhibit):
     code, lines = doctor(capfd, "build", "--ai-cmd", agent.cmd, "--timeout", "600")
     assert code == 0
     assert all(level == "ok" for level, _ in lines), lines
-    assert [m.split(":")[0] for _, m in lines] == ["config", "procedure build", "agent", "git", "keep-awake",
-                                                   "logs"]
+    assert [m.split(":")[0] for _, m in lines] == ["config", "procedure build", "agent", "protect", "git",
+                                                   "keep-awake", "logs"]
 
 
 def test_doctor_reports_a_missing_agent_program(workspace, capfd):
