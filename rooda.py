@@ -37,7 +37,8 @@ cycle); annotations may name a later class (the run plan, an iteration under way
   13. Gates and git          verify, done_when, requires, stuck, HEAD, commit and push, notify
   14. Reporting              progress lines, status line, heartbeats
   15. The loop               the plan, the state, one iteration in steps, run_loop
-  16. Command line           argparse, plan_run, the commands, status, main
+  16. The morning report     `report`: the night as text, JSON and one page with its charts
+  17. Command line           argparse, plan_run, the commands, status, main
 """
 from __future__ import annotations
 
@@ -107,6 +108,8 @@ COMMANDS = {
     "config": (0, 2, "config [<procedure>] [--json]", "run --json"),
     "doctor": (0, 1, "doctor [<procedure>]", "run"),
     "status": (0, 1, "status [SESSION] [--all] [--json] [--log-dir DIR]", "--all --json --log-dir --config"),
+    "report": (0, 10000, "report [SESSION...] [--all] [--since WHEN] [--json | --html FILE|-]"
+               " [--log-dir DIR]", "--all --json --since --html --log-dir --config"),
     "resume": (0, 1, "resume [SESSION] [options]", "run"),
     "vendor": (1, 1, "vendor <dir> [--force]", "--force"),
 }
@@ -5137,6 +5140,7 @@ class SessionLog:
             self.event("session_start", version=__version__, procedure=plan.procedure, agent=list(agent.argv),
                        max_iterations=cap, failure_threshold=plan.failure_threshold, cwd=plan.cwd,
                        pid=os.getpid(), boot=boot, pidns=pidns, log=self.path, argv=plan.argv,
+                       **({"reserve": plan.reserve} if plan.reserve else {}),
                        **({"prompt": plan.prompt_text} if plan.prompt_text is not None else {}))
 
     def iteration_start(self, number: int, procedure: str, prompt: str, fragments: List[str]) -> None:
@@ -7320,7 +7324,380 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
     return state
 
 
-# ==== 16. Command line and commands ===================================
+# ==== 16. The morning report ==========================================
+# `report` (SPEC 19): what a night's sessions did, read from their .jsonl through the
+# session reader, built for the person who opens it at 8 am, in SPEC 19's order: the night
+# at a glance (a labelled total; a row per session, with what to run next), one timeline of
+# every session on one time axis, the cost and the windows on that axis, then each
+# session's attempts as a table -- as text, as JSON, or as one self-contained page (inline
+# CSS and SVG, no script, nothing fetched) where colour is never the only cue.
+
+# How the page shows an outcome, a wait and a status: a colour of the Okabe-Ito palette
+# (told apart by colour-blind readers too); a failure's bar is hatched as well, a wait's
+# dotted, and every colour and pattern is named in a legend. A status not named here is
+# amber: one that `resume` goes on with.
+OUTCOME_LOOK = {SUCCESS: "#009e73", COMPLETED: "#00694d", FAILURE: "#d55e00", TIMEOUT: "#e69f00",
+                REJECTED: "#cc79a7", LIMITED: "#f0e442", UNAVAILABLE: "#56b4e9",
+                OUTCOME_INTERRUPTED: "#8c8c8c"}
+WAIT_LOOK = {WAIT_LIMIT: "#f0e442", WAIT_OUTAGE: "#56b4e9", WAIT_RESERVE: "#0072b2", WAIT_PACE: "#9ecae1"}
+STATUS_LOOK = dict(dict.fromkeys((STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR, RUN_DIED), "#b3301a"),
+                   **{STATUS_COMPLETED: "#00694d", RUN_RUNNING: "#0072b2"})
+# What became of attempts, good to bad, in words: by their outcomes (a set-aside one apart).
+TALLY = (("succeeded", (SUCCESS, COMPLETED)), ("failed", FAILING_OUTCOMES), ("set aside", ()),
+         ("limited", (LIMITED,)), ("unavailable", (UNAVAILABLE,)), ("interrupted", (OUTCOME_INTERRUPTED,)))
+LONG_SESSION = 200  # attempts past which a session's table keeps what went wrong and sums the rest
+REASON_COLUMN = 47  # where the text table's last column starts (a long reason wraps under it)
+
+
+def session_report(path: str, now: float, directory: str) -> Fields:
+    """A session as `report` tells it: its summary (as `status --json` has it) and, from
+    its events (each time parsed once), its attempts, waits, window readings, reserve,
+    commits, and what to run next (a command that works when copied)."""
+    events: List[Fields] = []
+    report = summarize_session(path, now, events=events)
+    attempts, waits, readings = [], [], []
+    done: Dict[object, Fields] = {}  # (a commit, by its iteration: it comes before the iteration's end)
+    for event, after in zip(events, events[1:] + [{"at": now}]):
+        name, number, at = event["event"], event.get("iteration"), event["at"]
+        if name == "iteration_end" and isinstance(number, int):
+            usage, seconds = _mapping(event.get("usage")), _number(event.get("seconds")) or 0.0
+            attempts.append({"iteration": number, "at": at - seconds, "seconds": seconds,
+                             "outcome": clean(str(event.get("outcome"))),
+                             "cause": _typed(event.get("cause"), str),
+                             "reason": _one_line(event.get("reason"), 1000) or None,
+                             "commit": done.get(number), "cost_usd": _number(usage.get("cost_usd")),
+                             "set_aside": _typed(event.get("set_aside"), str)})
+        elif name == "commit":
+            done[number] = {"hash": clean(str(event.get("hash")))[:12],
+                            "subject": _one_line(event.get("message"))}
+        elif name == "limit" and _number(event.get("wait_seconds")):  # (as long as it lasted)
+            kind = event.get("kind") if event.get("kind") in WAIT_KINDS else WAIT_LIMIT
+            waits.append({"kind": kind, "at": at,
+                          "seconds": round(max(min(event["wait_seconds"], after["at"] - at), 0), 3)})
+        elif name == "window":
+            reading = window_reading(event.get("utilization"), parse_iso_time(event.get("resets_at")))
+            if reading and event.get("window") in WINDOWS:
+                readings.append((at, event["window"], min(reading[0], 1), reading[1]))
+    first, files = (events or [{}])[0], SessionFiles.of(path)
+    report.update(attempts=attempts, waits=waits, readings=readings, commits=list(done.values()),
+                  reserve=_mapping(first.get("reserve")), log=files.log if files else None,
+                  at=first.get("at") or now, ended=events[-1]["at"] if events else now,
+                  worked_seconds=round(sum(attempt["seconds"] for attempt in attempts), 3),
+                  waited_seconds=round(sum(wait["seconds"] for wait in waits), 3))
+    report["next"] = next_words(report, directory)
+    return report
+
+
+def next_words(report: Fields, directory: str) -> str:
+    """What to run next (SPEC 19 rev 5): for a resumable session, `resume` as it works when
+    copied -- in the directory it ran in, with this rooda and its log directory unless
+    that is the default --; for one that aborted, got stuck or stopped in error, the log to
+    read and why; nothing for one that completed or runs."""
+    import shlex
+    files = SessionFiles.of(report["session"])
+    if report["state"] in (RUN_RUNNING, RUN_STOPPED) or not files:
+        return ""
+    if report["resumable"]:
+        where, own = report["cwd"] or ".", ""
+        if os.path.realpath(directory) != os.path.realpath(os.path.join(ROODA_DIR, "logs")):
+            own = " --log-dir " + shlex.quote(directory)
+        return "cd %s && python3 %s resume %s%s" % (shlex.quote(where), shlex.quote(_display_path(
+            os.path.join(ROODA_DIR, "rooda.py"), where)), files.base, own)
+    if report["status"] in (STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR):
+        return "read %s%s" % (files.log, "; the last failure: " + report["last_failure"] if
+                              report["last_failure"] else "")
+    return ""
+
+
+def tally(attempts: Sequence[Fields]) -> str:
+    """`6 succeeded, 5 failed, 1 set aside, 1 limited`: attempts by what became of them."""
+    counts = collections.Counter(next(word for word, outcomes in TALLY if attempt["outcome"] in outcomes)
+                                 if not attempt["set_aside"] else "set aside" for attempt in attempts)
+    return ", ".join("%d %s" % (counts[word], word) for word, _ in TALLY if counts[word])
+
+
+def report_total(reports: Sequence[Fields]) -> str:
+    """`Total: 4 sessions · 13 attempts (6 succeeded, 5 failed, 1 set aside) · worked 1h13m ·
+    waited 1h00m · $3.24 · 6 commits` (SPEC 19 rev 5)."""
+    attempts = [attempt for report in reports for attempt in report["attempts"]]
+    return "Total: %s · %s (%s) · worked %s · waited %s · %s · %s" % (
+        plural(len(reports), "session"), plural(len(attempts), "attempt"), tally(attempts) or "none",
+        format_duration(sum(r["worked_seconds"] for r in reports)),
+        format_duration(sum(r["waited_seconds"] for r in reports)),
+        format_cost(sum(a["cost_usd"] or 0 for a in attempts)),
+        plural(sum(len(r["commits"]) for r in reports), "commit"))
+
+
+def glance(report: Fields) -> Fields:
+    """A session's row of the night at a glance, in words: where it ran, its procedure,
+    start and length, status (and why, unless it completed), attempts by outcome, cost,
+    commits, set-asides and restorations, the verifier before → after, what to run next."""
+    started, status = report["at"], report["status"] if report["state"] == RUN_ENDED else report["state"]
+    cost, home = (report["usage"] or {}).get("cost_usd"), os.path.expanduser("~")
+    where = clean(report["cwd"] or "?")
+    guarded = [plural(len(report["set_aside"]), "set aside")] * bool(report["set_aside"]) + \
+        ["%d restored" % report["restored"]] * bool(report["restored"])
+    return {"where": "~" + where[len(home):] if where.startswith(home + os.sep) else where,
+            "procedure": clean(str(report["procedure"])), "status": status,
+            "when": "%s (%s)" % (time.strftime("%b %d %H:%M", time.localtime(started)),
+                                 format_duration(report["ended"] - started)),
+            "why": report["activity"] or "" if status == STATUS_COMPLETED else
+            _one_line(report["reason"] or report["activity"] or "", 300),
+            "attempts": tally(report["attempts"]) or "none",
+            "cost": format_cost(cost) if cost is not None else "-",
+            "commits": str(len(report["commits"])), "guarded": ", ".join(guarded),
+            "verify": verify_course(report), "next": report["next"]}
+
+
+def attempt_rows(report: Fields) -> List[List[str]]:
+    """A session's attempts as rows -- number, start, length, outcome, cost, and its reason
+    or commit --; past LONG_SESSION attempts, a run of plain ones of one outcome is one row
+    (`12–340`, `success ×329`), what went wrong, its commits and set-asides each their own."""
+    rows: List[List[str]] = []
+    run: List[Fields] = []  # plain attempts of one outcome, not yet written
+
+    def row(attempts: List[Fields]) -> List[str]:
+        first, done = attempts[0], attempts[0]["commit"]
+        cost = [a["cost_usd"] for a in attempts if a["cost_usd"] is not None]
+        return ["%d%s" % (first["iteration"], "–%d" % attempts[-1]["iteration"] * (len(attempts) > 1)),
+                time.strftime("%H:%M:%S", time.localtime(first["at"])),
+                format_duration(sum(a["seconds"] for a in attempts)),
+                first["outcome"] + " ×%d" % len(attempts) * (len(attempts) > 1),
+                format_cost(sum(cost)) if cost else "-",
+                first["reason"] or ("%s %s" % (done["hash"][:7], done["subject"]) if done else "")]
+    long = len(report["attempts"]) > LONG_SESSION
+    for attempt in report["attempts"] + [{"outcome": None}]:  # (the last: an end that flushes the run)
+        plain = long and not (attempt.get("reason") or attempt.get("commit") or attempt.get("set_aside"))
+        if run and (not plain or run[0]["outcome"] != attempt["outcome"]):
+            rows.append(row(run))
+            run = []
+        if plain and attempt["outcome"]:
+            run.append(attempt)
+        elif attempt["outcome"]:
+            rows.append(row([attempt]))
+    return rows
+
+
+def report_text(reports: Sequence[Fields], columns: int = 100) -> str:
+    """The report for a person on a terminal or in a file: the total and a few lines per
+    session, then each session's table, its reasons wrapped under their own column."""
+    import textwrap
+    out = [report_total(reports), ""]
+    for report in reports:
+        row = glance(report)
+        out.append("%-11s %s in %s · %s · %s · %s · %s commits%s" % (
+            row["status"].upper(), row["procedure"], row["where"], row["when"], row["attempts"], row["cost"],
+            row["commits"], " · " + row["guarded"] if row["guarded"] else ""))
+        out += ["            %s: %s" % (key, row[key]) for key in ("why", "verify", "next") if row[key]]
+    for report in reports:
+        out += ["", "%s · %s in %s" % (os.path.basename(report["session"]), clean(str(report["procedure"])),
+                                       report["cwd"]),
+                "    #     start    length  outcome       cost  reason, or commit"]
+        for cells in attempt_rows(report):
+            lines = textwrap.wrap(cells[5], max(columns - REASON_COLUMN, 20)) or [""]
+            out.append("%5s  %8s  %8s  %-11s %6s  %s" % tuple(cells[:5] + lines[:1]))
+            out += [" " * REASON_COLUMN + line for line in lines[1:]]  # (under its column, never at 0)
+        out += ["  set aside: %s (see it: git diff HEAD %s; take it: git checkout %s -- .)" % ((ref,) * 3)
+                for ref in report["set_aside"]]
+        if report["skipped_lines"]:
+            out.append("  %s of the session file did not parse" % plural(report["skipped_lines"], "line"))
+    return "".join(line.rstrip() + "\n" for line in out)
+
+
+# The page's style: the glance first, and on page 1 when printed; real tables that wrap a
+# long reason in its own cell; badges and bars that say their word as well as their colour.
+REPORT_STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:1180px;
+padding:0 1em;color:#1f1f1f;background:#fff}h1{font-size:1.4em;margin:0}
+h2{font-size:1.1em;margin:1.6em 0 .4em}
+p.total{font-weight:600;margin:.3em 0 1em}table{border-collapse:collapse;width:100%;margin:.3em 0}
+td,th{text-align:left;vertical-align:top;padding:.25em .5em;border-bottom:1px solid #e3e3e3;
+overflow-wrap:break-word}th{font-weight:600;color:#444}.num{text-align:right;white-space:nowrap}
+.badge{display:inline-block;padding:0 .45em;border-radius:3px;color:#fff;font-weight:600;font-size:.85em;
+white-space:nowrap}code{font-size:.9em;overflow-wrap:anywhere}.muted{color:#666}tr.bad td{background:#fff4ee}
+table.att{table-layout:fixed}svg{width:100%;height:auto;display:block}.legend span{margin-right:1.1em;
+white-space:nowrap}.legend svg{display:inline;width:1.1em;height:.8em;vertical-align:-.05em}
+details{margin:.6em 0}
+summary{cursor:pointer;font-weight:600}.pr{display:none}@media (max-width:700px){.wide{display:none}}
+@media print{body{max-width:none;margin:0}.pr{display:block}tr,svg,p.total{break-inside:avoid}
+h2{break-after:avoid}section.glance{break-after:page}}
+"""
+# The patterns bars are marked with: a hatch (it went wrong), dots (a wait).
+SVG_PATTERNS = ('<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
+                'patternTransform="rotate(45)"><rect width="2.5" height="6" fill="#000" opacity=".35"/>'
+                '</pattern><pattern id="dots" width="5" height="5" patternUnits="userSpaceOnUse"><circle '
+                'cx="2.5" cy="2.5" r="1.1" fill="#000" opacity=".35"/></pattern></defs>')
+
+
+def _swatch(color: str, mark: str = "") -> str:
+    """A legend's sample of a colour and its pattern."""
+    return '<svg viewBox="0 0 12 9" aria-hidden="true"><rect width="12" height="9" fill="%s"/>%s</svg>' % (
+        color, '<rect width="12" height="9" fill="url(#%s)"/>' % mark if mark else "")
+
+
+def _ticks(first: float, last: float) -> List[Tuple[float, str]]:
+    """Labelled moments on a time axis: whole seconds, minutes or hours, at most eight; the
+    date where a tick falls on another day than the first."""
+    span = max(last - first, 1)
+    step = next((step for step in (1, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 10800, 21600, 43200)
+                 if span / step <= 8), 86400)
+    moment, ticks = (first // step + 1) * step, []
+    while moment < last:
+        day = "%b %d " * (time.localtime(moment)[:3] != time.localtime(first)[:3])
+        words = time.strftime(day + ("%H:%M:%S" if step < 60 else "%H:%M"), time.localtime(moment))
+        ticks.append((moment, words))
+        moment += step
+    return ticks
+
+
+def _tag(name: str, cells: Sequence[Any], more: str = "") -> str:
+    """A table row of cells (`td` or `th`), each its markup, or (its class, its markup)."""
+    pairs = [cell if isinstance(cell, tuple) else ("", cell) for cell in cells]
+    return "<tr%s>%s</tr>" % (more, "".join("<%s%s>%s</%s>" % (
+        name, " class=%s" % kind * bool(kind), text, name) for kind, text in pairs))
+
+
+def report_html(reports: Sequence[Fields], now: float) -> str:
+    """The morning page (SPEC 19 rev 5): the glance (a labelled total, a row per session
+    with a status badge and what to run next), one timeline of the night (a lane per
+    session on one labelled time axis: attempts coloured, labelled and hatched by
+    outcome, waits dotted by kind, a legend that names them all), the cumulative cost and
+    the windows on that axis, then each session's attempts as a table. Every text from a
+    log is escaped wherever it lands."""
+    from html import escape
+    attempts = [a for r in reports for a in r["attempts"]]
+    first = min([r["at"] for r in reports] or [now])
+    last = max([r["ended"] for r in reports] + [first + 1])
+    left, width = 150.0, 840.0  # (the lanes' labels, then the time axis)
+
+    def x(moment: float) -> float:
+        return left + (moment - first) / (last - first) * width
+
+    def y(part: float) -> float:  # (0 to 1 on a chart 160 high)
+        return 130 - part * 120
+
+    def chart(label: str, height: float, shapes: Iterable[str]) -> str:
+        axis = "".join('<line x1="%.1f" x2="%.1f" y1="0" y2="%.1f" stroke="#ddd"/><text x="%.1f" y="%.1f" '
+                       'font-size="11" text-anchor="middle" fill="#555">%s</text>' % (
+                           x(t), x(t), height - 14, x(t), height - 2, escape(words))
+                       for t, words in _ticks(first, last))
+        return '<svg viewBox="0 0 1000 %.0f" role="img" aria-label="%s">%s%s%s</svg>' % (
+            height, escape(label, True), SVG_PATTERNS, axis, "".join(shapes))
+
+    def bar(lane: float, start: float, seconds: float, color: str, mark: str, words: str,
+            said: str = "") -> str:
+        at, wide = x(start), max(x(start + seconds) - x(start), 1.5)
+        label = '<text x="%.1f" y="%.1f" font-size="10">%s</text>' % (at + 2, lane + 13, escape(said)) \
+            if said and wide > 7 * len(said) else ""
+        hatch = '<rect x="%.1f" y="%.1f" width="%.1f" height="18" fill="url(#%s)"/>' % (at, lane, wide, mark)
+        return '<g><title>%s</title><rect x="%.1f" y="%.1f" width="%.1f" height="18" fill="%s"/>%s%s</g>' % (
+            escape(words), at, lane, wide, color, hatch * bool(mark), label)
+
+    def line(points: str, color: str, dashed: bool = False) -> str:
+        return '<polyline points="%s" fill="none" stroke="%s" stroke-width="%s"%s/>' % (
+            points, color, 1 + (not dashed), ' stroke-dasharray="6 4"' * dashed)
+    lanes = []
+    for index, report in enumerate(reports):
+        lane = 4 + index * 24
+        lanes.append('<text x="0" y="%d" font-size="11">%s</text>' % (lane + 13, escape(
+            "%s · %s" % (os.path.basename(report["cwd"] or "?"), report["procedure"]))[:40]))
+        lanes += [bar(lane, wait["at"], wait["seconds"], WAIT_LOOK[wait["kind"]], "dots", "waited for %s, %s"
+                      % (WAIT_KINDS[wait["kind"]].waiting_for, format_duration(wait["seconds"])))
+                  for wait in report["waits"]]
+        for a in report["attempts"]:
+            said = a["reason"] or ("%s %s" % (a["commit"]["hash"][:7], a["commit"]["subject"]) if a["commit"]
+                                   else "done")
+            lanes.append(bar(lane, a["at"], a["seconds"], OUTCOME_LOOK.get(a["outcome"], "#d55e00"),
+                             "hatch" * (a["outcome"] in FAILING_OUTCOMES), "#%d %s, %s: %s" % (
+                                 a["iteration"], a["outcome"], format_duration(a["seconds"]), said),
+                             "#%d" % a["iteration"]))
+    seen = collections.Counter(a["outcome"] for a in attempts)
+    waited = collections.Counter(wait["kind"] for report in reports for wait in report["waits"])
+    legend = ["<span>%s %s %d</span>" % (_swatch(OUTCOME_LOOK[outcome], "hatch" * (
+        outcome in FAILING_OUTCOMES)), outcome, seen[outcome]) for outcome in OUTCOME_LOOK if seen[outcome]]
+    legend += ["<span>%s waited: %s %d</span>" % (_swatch(WAIT_LOOK[kind], "dots"), kind, waited[kind])
+               for kind in WAIT_LOOK if waited[kind]]
+    out = ["<section class=glance><h1>rooda: the night of %s</h1>" % escape(time.strftime(
+        "%a %b %d, %H:%M", time.localtime(first))),
+        '<p class="total">%s</p><table>' % escape(report_total(reports)),
+        _tag("th", ("status", "where, procedure", "started (length)", "attempts", ("num", "cost"),
+                    ("num", "commits"), ("wide", "verify before → after"), "next"))]
+    for report in reports:
+        row = {key: escape(value) for key, value in glance(report).items()}
+        out.append(_tag("td", ('<span class=badge style="background:%s">%s</span>' % (
+            STATUS_LOOK.get(glance(report)["status"], "#a05a00"), row["status"]),
+            "%s<br><span class=muted>%s</span>" % (row["where"], row["procedure"]), row["when"],
+            row["attempts"] + "<br><span class=muted>%s</span>" % row["guarded"] * bool(row["guarded"]),
+            ("num", row["cost"]), ("num", row["commits"]), ("wide", row["verify"] or "-"),
+            "<code>%s</code>" % row["next"] * bool(row["next"]) +
+            "<br><span class=muted>%s</span>" % row["why"] * bool(row["why"]))))
+    out += ["</table></section><h2>The night</h2>",
+            chart("Timeline: each session's attempts and waits", len(reports) * 24 + 26, lanes),
+            "<p class=legend>%s<span>hatched: it went wrong; dotted: a wait</span></p>" % "".join(legend),
+            "<ol class=pr>%s</ol>" % "".join("<li>#%d %s: %s</li>" % (
+                a["iteration"], escape(a["outcome"]), escape(a["reason"] or ""))
+                for a in attempts if a["outcome"] in FAILING_OUTCOMES)]
+    spent = sorted((a["at"] + a["seconds"], a["cost_usd"]) for a in attempts if a["cost_usd"])
+    if spent:  # (a step up at each attempt's end)
+        total, most, points = 0.0, sum(cost for _, cost in spent), ["%.1f,%.1f" % (x(first), y(0))]
+        for moment, cost in spent:
+            points.append("%.1f,%.1f %.1f,%.1f" % (
+                x(moment), y(total / most), x(moment), y((total + cost) / most)))
+            total += cost
+        axis = ['<text x="%.1f" y="%.1f" font-size="11" fill="#555">%s</text>' % (
+            left - 45, y(share) + 4, format_cost(most * share)) for share in (0, 0.5, 1)]
+        out += ["<h2>Cost, in all (%s)</h2>" % format_cost(most), chart(
+            "Cumulative cost over the night", 160, [line("%s %.1f,%.1f" % (" ".join(points), x(last), y(1)),
+                                                         "#0072b2")] + axis)]
+    colors = dict(zip(sorted(WINDOWS), ("#d55e00", "#0072b2", "#cc79a7")))
+    readings = sorted(reading for report in reports for reading in report["readings"])
+    kept = {name: part for report in reports for name, part in report["reserve"].items() if _number(part)}
+    if readings:  # (steps: a reading holds until the next, or drops to 0 at its window's reset)
+        lines = ['<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#ccc"/><text x="%.1f" y="%.1f" '
+                 'font-size="11" fill="#555">%d%%</text>' % (
+                     left, left + width, y(part), y(part), left - 35, y(part) + 4, part * 100)
+                 for part in (0, 0.5, 1)]
+        for name, color in colors.items():
+            mine = [(at, used, resets) for at, window, used, resets in readings if window == name]
+            points = []
+            for (at, used, resets), after in zip(mine, [m[0] for m in mine[1:]] + [last]):
+                points.append("%.1f,%.1f %.1f,%.1f" % (x(at), y(used), x(min(after, resets or after)),
+                                                       y(used)))
+                if resets and resets < after:
+                    points.append("%.1f,%.1f %.1f,%.1f" % (x(resets), y(0), x(after), y(0)))
+            lines += [line(" ".join(points), color)] * bool(mine)
+            if mine and kept.get(name):
+                height = y(1 - kept[name])
+                lines.append(line("%.1f,%.1f %.1f,%.1f" % (left, height, left + width, height), color, True))
+        out += ["<h2>Subscription windows</h2>", chart("Windows' utilisation over the night", 160, lines),
+                "<p class=legend>%s<span>dashed: the reserve kept, in its window's colour</span></p>"
+                % "".join(
+                    "<span>%s %s</span>" % (_swatch(color), WINDOWS[name][0])
+                    for name, color in colors.items() if any(reading[1] == name for reading in readings))]
+    out.append("<h2>Each session</h2>")
+    for report in reports:
+        row = glance(report)
+        said = "%s · %s in %s · %s" % (row["status"], row["procedure"], row["where"],
+                                       os.path.basename(report["session"]))
+        out.append("<details open><summary>%s</summary><table class=att>%s%s" % (escape(said), "".join(
+            "<col style=width:%s>" % size for size in ("5em", "6em", "6em", "9em", "5em", "auto")),
+            _tag("th", (("num", "#"), "start", ("num", "length"), "outcome", ("num", "cost"),
+                        "reason, or commit"))))
+        out += [_tag("td", (("num", escape(cells[0])), escape(cells[1]), ("num", escape(cells[2])),
+                            escape(cells[3]), ("num", escape(cells[4])), escape(cells[5])),
+                     " class=bad" * (cells[3] in FAILING_OUTCOMES)) for cells in attempt_rows(report)]
+        out += ["</table>"] + ["<p>set aside: <code>%s</code> — see it: <code>git diff HEAD %s</code>; "
+                               "take it: <code>git checkout %s -- .</code></p>" % ((escape(ref),) * 3)
+                               for ref in report["set_aside"]] + ["</details>"]
+    names = ", ".join(sorted({os.path.basename(r["cwd"] or "?") for r in reports}))
+    title = "rooda report: %s, %s" % (names[:80], time.strftime("%b %d", time.localtime(first)))
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+            'content="width=device-width, initial-scale=1"><title>%s</title><style>%s</style></head>'
+            '<body>\n%s\n<p class=muted>rooda %s, %s</p></body></html>\n' % (
+                escape(title), REPORT_STYLE, "\n".join(out), __version__, local_time(now)))
+
+
+# ==== 17. Command line and commands ===================================
 # argparse for SPEC 2's command line, plan_run (settings by precedence, with where each
 # came from), one function per command, and main. Each command returns an exit code;
 # only main turns errors into messages.
@@ -7365,6 +7742,17 @@ def _parse_count(text: str, what: str) -> int:
     if value < 0:
         raise UsageError("%s must be a whole number >= 0 (0 means unlimited), not '%s'" % (what, text))
     return value
+
+
+def _parse_since(text: str) -> float:
+    """--since: an age (12h, 2d, 90m, 30s) or a local time (2026-11-27T20:00), as an epoch."""
+    age = re.match(r"(\d+(?:\.\d+)?)([smhd])$", text)
+    if age:
+        return time.time() - float(age.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[age.group(2)]
+    for form in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
+        with _suppress(ValueError, OverflowError):
+            return time.mktime(time.strptime(text, form))
+    raise UsageError("--since must be an age (12h, 2d, 90m) or a time (2026-11-27T20:00), not '%s'" % text)
 
 
 def _usage_message(message: str) -> str:
@@ -7429,8 +7817,11 @@ def build_parser() -> Any:
                       type=typed("--color", _Choice("auto", "always", "never").parse),
                       help="auto (default), always or never")
     other = parser.add_argument_group("options of the other commands")
-    other.add_argument("--json", action="store_true", help="config, status: print JSON")
-    other.add_argument("--all", action="store_true", help="status: every session, newest first")
+    other.add_argument("--json", action="store_true", help="config, status, report: print JSON")
+    other.add_argument("--all", action="store_true", help="status, report: every session")
+    other.add_argument("--since", metavar="WHEN", type=_parse_since,
+                       help="report: the sessions started since 12h, 2d, 90m or 2026-11-27T20:00")
+    other.add_argument("--html", metavar="FILE", help="report: one page with charts, to FILE (- for stdout)")
     other.add_argument("--force", action="store_true",
                        help="vendor: replace edited files (each kept as <file>.orig)")
     other.add_argument("-h", "--help", action="store_true", help="show this help")
@@ -8215,25 +8606,36 @@ def _status_row(summary: Fields) -> str:
         "  in " + clean(summary["cwd"]) if summary["cwd"] else "")
 
 
-def _sessions(options: Any) -> Tuple[str, List[str]]:
-    """The log directory a run from here would use (or --log-dir) and its sessions, or
-    the one named (find_sessions)."""
-    directory = os.path.join(os.getcwd(), os.path.expanduser(options.log_dir)) if options.log_dir else \
+def _sessions(options: Any, everyone: bool = False) -> Tuple[str, List[str]]:
+    """The log directory a run from here would use (or --log-dir) and its sessions, newest
+    first -- or the one named (find_sessions). Unless `everyone`, those that ran in this
+    directory's repository (else this directory) come first: in a log directory many
+    loops share, `status`, `report` and `resume` mean the newest session of this
+    repository, the newest of all only when none ran here (SPEC 19 rev 5)."""
+    here = os.getcwd()
+    directory = os.path.join(here, os.path.expanduser(options.log_dir)) if options.log_dir else \
         os.path.join(ROODA_DIR, load_config(options.config).loop("log_dir"))
-    return directory, find_sessions(directory, _display_path(directory, os.getcwd()),
-                                    options.words[0] if options.words else None)
+    named = options.words[0] if options.words else None
+    sessions = find_sessions(directory, _display_path(directory, here), named)
+    if named is not None or everyone:
+        return directory, sessions
+    repo = find_repository(here)[0]
+    top = os.path.realpath(repo.top if repo else here)
+    mine = [path for path in sessions if (os.path.realpath(str(_first_event(path).get("cwd") or "/-")) +
+                                          os.sep).startswith(top + os.sep)]
+    return directory, mine + [path for path in sessions if path not in mine]
 
 
 def command_status(options: Any) -> int:
     """`status [SESSION] [--all] [--json] [--log-dir DIR]`: the newest session, the one
     named, or all of them, newest first; exit 1 when there is none."""
     try:
-        _, sessions = _sessions(options)
+        _, sessions = _sessions(options, everyone=options.all)
     except RoodaError as exc:
         sys.stderr.write("rooda: %s\n" % exc)
         return 1
     now, summaries = time.time(), []
-    for path in sessions if options.all else sessions[:1]:
+    for path in sessions if options.all else sessions[:1]:  # (the newest here, SPEC 19 rev 5)
         try:
             summaries.append(summarize_session(path, now, whole=not options.all))
         except OSError as exc:
@@ -8244,6 +8646,50 @@ def command_status(options: Any) -> int:
         write_stdout("".join(_status_row(summary) + "\n" for summary in summaries) if options.all else
                      _status_text(summaries[0], os.getcwd(), now))
     return 0 if summaries else 1
+
+
+def command_report(options: Any) -> int:
+    """`report [SESSION...] [--all] [--since WHEN] [--json | --html FILE|-]`: what the
+    sessions did (SPEC 19): the newest session here by default; one line and exit 1 when
+    the selection holds none."""
+    if options.json and options.html:
+        raise UsageError("--json and --html exclude each other; choose one")
+    named, options.words = options.words, []
+    try:
+        directory, sessions = _sessions(options, everyone=options.all or options.since is not None)
+        shown = _display_path(directory, os.getcwd())
+        if named:
+            sessions = [find_sessions(directory, shown, name)[0] for name in named]
+    except RoodaError as exc:
+        sys.stderr.write("rooda: %s\n" % exc)
+        return 1
+    if options.since is not None:
+        sessions = [path for path in sessions if session_started(path) >= options.since]
+    elif not (options.all or named):
+        sessions = sessions[:1]
+    if not sessions:
+        sys.stderr.write("rooda: no session in %s started since %s\n" % (
+            _display_path(directory, os.getcwd()), local_time(options.since)))
+        return 1
+    now = time.time()
+    reports = [session_report(path, now, directory) for path in reversed(sessions)]  # (oldest first)
+    if options.html and options.html != "-":
+        try:
+            with open(options.html, "w", encoding="utf-8") as stream:
+                stream.write(report_html(reports, now))
+        except OSError as exc:
+            raise RoodaError("cannot write %s: %s" % (options.html, exc.strerror)) from None
+        sys.stderr.write("rooda: the report of %s is in %s\n" % (
+            plural(len(reports), "session"), options.html))
+    elif options.html:
+        write_stdout(report_html(reports, now))
+    elif options.json:
+        write_stdout("".join(json.dumps(report, ensure_ascii=False) + "\n" for report in reports))
+    else:
+        import shutil
+        write_stdout(report_text(reports, shutil.get_terminal_size((100, 24)).columns if
+                                 sys.stdout.isatty() else 100))
+    return 0
 
 
 def _resume_context(events: List[Fields]) -> Tuple[str | None, Told | Baseline | None]:
@@ -8354,7 +8800,8 @@ def dispatch(options: Any) -> int:
                 "info": lambda: command_info(options, words[0]),
                 "doctor": lambda: command_doctor(options, first),
                 "vendor": lambda: command_vendor(options, words[0]),
-                "status": lambda: command_status(options), "resume": lambda: command_resume(options)}
+                "status": lambda: command_status(options), "resume": lambda: command_resume(options),
+                "report": lambda: command_report(options)}
     if command in handlers:
         return handlers[command]()
     if command == "prompt":
