@@ -5953,7 +5953,10 @@ class ProtectedPaths:
     def __init__(self, plan: RunPlan, run_git: RunGit) -> None:
         import tempfile
         self.cwd, self.run_git, self.repo = plan.cwd, run_git, plan.repo
-        self.logs = os.path.realpath(plan.log_dir or os.devnull)
+        # The log directory as a path from here ("" where it lies elsewhere): compared as text,
+        # not resolved per file (a scan each side of every iteration).
+        self.logs = _display_path(os.path.realpath(plan.log_dir or os.devnull), os.path.realpath(self.cwd))
+        self.logs = "" if os.path.isabs(self.logs) else self.logs.replace(os.sep, "/") + "/"
         self.copies = tempfile.mkdtemp(prefix="rooda-protected-")  # (files/: the copies; agent/: --no-log's)
         self.seen: Dict[str, tuple] = {}     # path (relative) -> its signature when copied
         self.ignored: Dict[str, bool] = {}   # path -> whether git ignores it (asked once)
@@ -5985,20 +5988,18 @@ class ProtectedPaths:
 
     def scan(self) -> Dict[str, tuple]:
         """The protected files now, by path, with their signatures (lstat: a link is a file)."""
-        found, logs = {}, self.logs + os.sep
+        found: Dict[str, tuple] = {}
         for top in sorted(self.trees | self.roots):
-            if (os.path.realpath(os.path.join(self.cwd, top)) + os.sep).startswith(logs):
-                continue  # (the log directory is never rooda's to guard)
             for folder, dirs, names in os.walk(os.path.join(self.cwd, top)):
-                dirs[:] = [name for name in dirs if name != ".git" and
-                           os.path.realpath(os.path.join(folder, name)) != self.logs]
-                for name in names:
-                    path = os.path.relpath(os.path.join(folder, name), self.cwd).replace(os.sep, "/")
+                here = os.path.relpath(folder, self.cwd).replace(os.sep, "/") + "/"
+                here = "" if here == "./" else here
+                dirs[:] = [name for name in dirs if name != ".git" and here + name + "/" != self.logs]
+                for path in (here + name for name in names):
                     if self.globs.match(path) or any(path.startswith(tree + "/") for tree in self.trees):
                         self.files.add(path)
         for path in self.files:
-            if os.path.realpath(os.path.join(self.cwd, path)).startswith(logs):
-                continue
+            if self.logs and path.startswith(self.logs):
+                continue  # (the log directory is never rooda's to guard)
             with _suppress(OSError):
                 info = os.lstat(os.path.join(self.cwd, path))
                 found[path] = (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
@@ -7445,7 +7446,7 @@ def glance(report: Fields) -> Fields:
             _one_line(report["reason"] or report["activity"] or "", 300),
             "attempts": tally(report["attempts"]) or "none",
             "cost": format_cost(cost) if cost is not None else "-",
-            "commits": str(len(report["commits"])), "guarded": ", ".join(guarded),
+            "commits": plural(len(report["commits"]), "commit"), "guarded": ", ".join(guarded),
             "verify": verify_course(report), "next": report["next"]}
 
 
@@ -7485,7 +7486,7 @@ def report_text(reports: Sequence[Fields], columns: int = 100) -> str:
     out = [report_total(reports), ""]
     for report in reports:
         row = glance(report)
-        out.append("%-11s %s in %s · %s · %s · %s · %s commits%s" % (
+        out.append("%-11s %s in %s · %s · %s · %s · %s%s" % (
             row["status"].upper(), row["procedure"], row["where"], row["when"], row["attempts"], row["cost"],
             row["commits"], " · " + row["guarded"] if row["guarded"] else ""))
         out += ["            %s: %s" % (key, row[key]) for key in ("why", "verify", "next") if row[key]]
@@ -7518,8 +7519,12 @@ white-space:nowrap}code{font-size:.9em;overflow-wrap:anywhere}.muted{color:#666}
 table.att{table-layout:fixed}svg{width:100%;height:auto;display:block}.legend span{margin-right:1.1em;
 white-space:nowrap}.legend svg{display:inline;width:1.1em;height:.8em;vertical-align:-.05em}
 details{margin:.6em 0}
-summary{cursor:pointer;font-weight:600}.pr{display:none}@media (max-width:700px){.wide{display:none}}
-@media print{body{max-width:none;margin:0}.pr{display:block}tr,svg,p.total{break-inside:avoid}
+summary{cursor:pointer;font-weight:600}.pr{display:none}.chart{overflow-x:auto}.chart svg{min-width:640px}
+@media (max-width:700px){.wide,.glance td.wide{display:none}.glance table,.glance tr,.glance td{display:block}
+.glance tr:first-child{display:none}.glance tr{border-bottom:1px solid #ccc;padding:.3em 0}
+.glance td{border:0;padding:.05em .3em;text-align:left}table.att{table-layout:auto}}
+@media print{body{max-width:none;margin:0;font-size:10.5px}.glance td:last-child{width:36%}.pr{display:block}
+tr,svg,p.total{break-inside:avoid}
 h2{break-after:avoid}section.glance{break-after:page}}
 """
 # The patterns bars are marked with: a hatch (it went wrong), dots (a wait).
@@ -7581,8 +7586,8 @@ def report_html(reports: Sequence[Fields], now: float) -> str:
                        'font-size="11" text-anchor="middle" fill="#555">%s</text>' % (
                            x(t), x(t), height - 14, x(t), height - 2, escape(words))
                        for t, words in _ticks(first, last))
-        return '<svg viewBox="0 0 1000 %.0f" role="img" aria-label="%s">%s%s%s</svg>' % (
-            height, escape(label, True), SVG_PATTERNS, axis, "".join(shapes))
+        return '<div class=chart><svg viewBox="0 0 1000 %.0f" role="img" aria-label="%s">%s%s%s</svg></div>' \
+            % (height, escape(label, True), SVG_PATTERNS, axis, "".join(shapes))
 
     def bar(lane: float, start: float, seconds: float, color: str, mark: str, words: str,
             said: str = "") -> str:
@@ -7620,15 +7625,15 @@ def report_html(reports: Sequence[Fields], now: float) -> str:
     out = ["<section class=glance><h1>rooda: the night of %s</h1>" % escape(time.strftime(
         "%a %b %d, %H:%M", time.localtime(first))),
         '<p class="total">%s</p><table>' % escape(report_total(reports)),
-        _tag("th", ("status", "where, procedure", "started (length)", "attempts", ("num", "cost"),
-                    ("num", "commits"), ("wide", "verify before → after"), "next"))]
+        _tag("th", ("status", "where, procedure", "started (length)", "attempts", ("num", "cost, commits"),
+                    ("wide", "verify before → after"), "next"))]
     for report in reports:
         row = {key: escape(value) for key, value in glance(report).items()}
         out.append(_tag("td", ('<span class=badge style="background:%s">%s</span>' % (
             STATUS_LOOK.get(glance(report)["status"], "#a05a00"), row["status"]),
             "%s<br><span class=muted>%s</span>" % (row["where"], row["procedure"]), row["when"],
             row["attempts"] + "<br><span class=muted>%s</span>" % row["guarded"] * bool(row["guarded"]),
-            ("num", row["cost"]), ("num", row["commits"]), ("wide", row["verify"] or "-"),
+            ("num", "%s<br>%s" % (row["cost"], row["commits"])), ("wide", row["verify"] or "-"),
             "<code>%s</code>" % row["next"] * bool(row["next"]) +
             "<br><span class=muted>%s</span>" % row["why"] * bool(row["why"]))))
     out += ["</table></section><h2>The night</h2>",
@@ -7681,9 +7686,9 @@ def report_html(reports: Sequence[Fields], now: float) -> str:
                                        os.path.basename(report["session"]))
         out.append("<details open><summary>%s</summary><table class=att>%s%s" % (escape(said), "".join(
             "<col style=width:%s>" % size for size in ("5em", "6em", "6em", "9em", "5em", "auto")),
-            _tag("th", (("num", "#"), "start", ("num", "length"), "outcome", ("num", "cost"),
+            _tag("th", (("num", "#"), ("wide", "start"), ("num", "length"), "outcome", ("num", "cost"),
                         "reason, or commit"))))
-        out += [_tag("td", (("num", escape(cells[0])), escape(cells[1]), ("num", escape(cells[2])),
+        out += [_tag("td", (("num", escape(cells[0])), ("wide", escape(cells[1])), ("num", escape(cells[2])),
                             escape(cells[3]), ("num", escape(cells[4])), escape(cells[5])),
                      " class=bad" * (cells[3] in FAILING_OUTCOMES)) for cells in attempt_rows(report)]
         out += ["</table>"] + ["<p>set aside: <code>%s</code> — see it: <code>git diff HEAD %s</code>; "

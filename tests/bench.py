@@ -23,11 +23,17 @@ the same run:
   7. `status --all` over 1,000 sessions of 100 iterations each (~100 MB of .jsonl)
   8. rooda's CPU (with its helpers) while the agent works quietly for a minute, status
      line on a terminal and logs on, read from /proc a few seconds into the iteration
+  9. `report` of a session of 1,000 iterations (tests/nights.py), as text and as the
+     HTML page: each under a second, the page under 2 MB
+ 10. what keeping the night's work honest costs per iteration (SPEC 22), rooda vendored
+     in the 300-file repository of row 2 with `verify: true`: neither guard, `protect`
+     with its default (:rooda), and `keep: better` (a git snapshot per iteration)
 
 Standard library, and the tests' conftest (so pytest) for reading the process table;
 never fails on a figure (machines are noisy): it prints them. `--quick` uses fewer runs
 and 256 MiB for the streaming row; `--rows 2,3` runs only those rows.
 """
+import json
 import os
 import platform
 import shutil
@@ -46,9 +52,10 @@ PYTHON = sys.executable
 QUICK = "--quick" in sys.argv
 # --rows 2,3 runs only those rows (while working on one figure)
 ROWS = {int(r) for r in sys.argv[sys.argv.index("--rows") + 1].split(",")} if "--rows" in sys.argv \
-    else {1, 2, 3, 4, 5, 6, 7, 8}
+    else {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 TARGETS = {"startup_ms": 35.0, "iteration_ratio": 0.6, "stream_ratio": 0.4, "rss_ratio": 1.3,
-           "signal_ms": 100.0, "structured_mbps": 200.0, "status_all_s": 1.0, "quiet_cpu_s": 0.1}
+           "signal_ms": 100.0, "structured_mbps": 200.0, "status_all_s": 1.0, "quiet_cpu_s": 0.1,
+           "report_s": 1.0, "report_html_mb": 2.0}
 
 WRITER = r'''
 import os, sys
@@ -490,6 +497,55 @@ def row_status_all(rounds, work):
     return {"status_all_s": took}
 
 
+def row_report(rounds, work):
+    from nights import long_session
+    logs = os.path.join(work, "night")
+    long_session(logs)
+    page = os.path.join(work, "night.html")
+    text = statistics.median(run([PYTHON, ROODA, "report", "--log-dir", logs]) for _ in range(rounds))
+    html = statistics.median(run([PYTHON, ROODA, "report", "--log-dir", logs, "--html", page])
+                             for _ in range(rounds))
+    size = os.path.getsize(page) / 1e6
+    print("9. report                1,000 iterations, text     %8.2f s                 target < %.0f s: %s"
+          % (text, TARGETS["report_s"], verdict(text < TARGETS["report_s"])))
+    print("                         the HTML page              %8.2f s, %.2f MB        target < %.0f s, < %.0f MB: %s"
+          % (html, size, TARGETS["report_s"], TARGETS["report_html_mb"],
+             verdict(html < TARGETS["report_s"] and size < TARGETS["report_html_mb"])))
+    return {"report_s": text, "report_html_s": html, "report_html_mb": size}
+
+
+def row_guards(rounds, work):
+    repo = make_repository(os.path.join(work, "guarded"), 300)
+    own = os.path.join(repo, ".rooda")
+    shutil.copy(ROODA, own)
+    shutil.copy(os.path.join(os.path.dirname(ROODA), "rooda-config.json"), own)
+    shutil.copytree(os.path.join(os.path.dirname(ROODA), "prompts"), os.path.join(own, "prompts"))
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "check": True, "cwd": repo}
+    subprocess.run(["git", "add", "-A"], **quiet)
+    subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-q",
+                    "-m", "rooda"], **quiet)
+    count = 50
+    configs = {}
+    for name, loop in (("neither", {"protect": []}), ("protect", {}), ("better", {"keep": "better"})):
+        configs[name] = os.path.join(work, "%s.json" % name)
+        with open(configs[name], "w") as stream:
+            json.dump({"loop": dict(loop, verify="true", verify_baseline=False)}, stream)
+    commands = {}
+    for name, config in configs.items():
+        for cap in (1, count + 1):
+            commands["%s_%d" % (name, cap)] = ([PYTHON, os.path.join(own, "rooda.py"), "build", "-q", "--ai-cmd",
+                                                "true", "--config", config, "-n", str(cap)], {"cwd": repo})
+    times = interleaved(commands, rounds)
+    per = {name: (times["%s_%d" % (name, count + 1)] - times["%s_1" % name]) / count * 1000 for name in configs}
+    print("10. the guards (SPEC 22)  per iteration, verify: true, neither guard  %6.1f ms" % per["neither"])
+    print("                         protect: [\":rooda\"] (the default)        %6.1f ms  (+%.1f ms)"
+          % (per["protect"], per["protect"] - per["neither"]))
+    print("                         keep: better (and protect)              %6.1f ms  (+%.1f ms)"
+          % (per["better"], per["better"] - per["neither"]))
+    return {"guards_none_ms": per["neither"], "guards_protect_ms": per["protect"],
+            "guards_better_ms": per["better"]}
+
+
 def tree_cpu_seconds(root):
     """User + system CPU so far of a process and its descendants, from /proc (Linux)."""
     parents, cpu = {}, {}
@@ -567,6 +623,10 @@ def main():
             figures.update(row_status_all(3 if QUICK else 5, work))
         if 8 in ROWS:
             figures.update(row_quiet_cpu(work, 10 if QUICK else 60))
+        if 9 in ROWS:
+            figures.update(row_report(rounds, work))
+        if 10 in ROWS:
+            figures.update(row_guards(3 if QUICK else 5, work))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("\n(%.0f s)" % (time.monotonic() - started))

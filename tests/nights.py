@@ -55,6 +55,8 @@ def picture_night(directory, evening=None):
     os.makedirs(directory, exist_ok=True)
     home = "/home/me/src/"
     a = Session(directory, start, home + "shop", cap=8, reserve={"seven_day": 0.2})
+    a.add("gate", 3, gate="verify", command="make test", exit_code=1, seconds=3, baseline=True,
+          line="2 failed, 14 passed in 3.10s", counts={"run": 16, "skipped": 0, "failed": 2})
     a.window("five_hour", 0.22, start + 4 * 3600)
     a.window("seven_day", 0.41, start + 3 * 86400)
     a.attempt(1, 1480, "success", commit=("1a2b3c4", "build 1: Add the cart model"), cost=0.42)
@@ -75,6 +77,8 @@ def picture_night(directory, evening=None):
     a.window("five_hour", 0.31, start + 9 * 3600)
     a.window("seven_day", 0.54, start + 3 * 86400)
     a.attempt(6, 1550, "completed", commit=("4d5e6f7", "build 6: Document the cart API"), cost=0.44)
+    a.add("gate", gate="verify", command="make test", exit_code=0, seconds=3, line="18 passed in 3.40s",
+          counts={"run": 18, "skipped": 0, "failed": 0})
     a.end("completed", "success signal", 0, 6)
     b = Session(directory, start + 300, home + "api", cap=10)
     b.attempt(1, 1900, "success", commit=("5e6f7a8", "build 1: Split the router"), cost=0.61)
