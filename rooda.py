@@ -1596,9 +1596,10 @@ class AgentCLI(Record):
     # ({window: reading}, (error kind, HTTP status) or ()) -- Codex's rollout file.
     rollout: Callable[[str, Environ], Tuple[Dict[str, tuple], tuple]] | None = None
     # Its typed error kinds (SPEC 13 rev 5): the cause of SPEC 15 each is ("": the HTTP
-    # status it names decides), and those no retry fixes, with what to do (CAUSE_FATAL).
+    # status it names decides; CAUSE_FATAL: no retry fixes it), and what to do about a
+    # kind where the cause's own hint would not say it (every fatal kind has one).
     kinds: Mapping[str, str] = MappingProxyType({})
-    cannot: Mapping[str, str] = MappingProxyType({})
+    advice: Mapping[str, str] = MappingProxyType({})
     stop_signal: int = signal.SIGTERM  # what ends it well (SIGTERM, kill_grace, SIGKILL otherwise)
     # Known traps, for `doctor`: (level, applies(argv, env, in a git repository), message).
     pitfalls: Tuple[Tuple[str, Callable[[Sequence[str], Environ, bool], bool], str], ...] = ()
@@ -1630,7 +1631,7 @@ def _kinds(**causes: str) -> Dict[str, str]:
 
 # Where a CLI keeps its files when its variable is not set (`$CODEX_HOME/auth.json`).
 CLI_HOMES = {"CODEX_HOME": "~/.codex"}
-# What to do about a kind no retry fixes (SPEC 13 rev 5), by kind, for the rows' `cannot`.
+# What to do about a model no account may use (SPEC 13 rev 5), for the rows' `advice`.
 _NO_SUCH_MODEL = "choose a model that exists and that the account may use (the agent command's --model)"
 
 
@@ -1653,10 +1654,13 @@ AGENT_CLIS = (
                      limit="rate_limit usage_limit_reached rate_limit_error",
                      outage="overloaded server_error connection_failed stream_idle_timeout overloaded_error"
                             " api_error", error="invalid_request max_output_tokens message_over_context_limit"
-                                                " safety_monitor_blocked"),
-        cannot={"model_not_found": _NO_SUCH_MODEL, "claude_code_version_too_old": "update Claude Code"
+                                                " safety_monitor_blocked",
+                     fatal="model_not_found claude_code_version_too_old api_key_auth_disabled"),
+        advice={"model_not_found": _NO_SUCH_MODEL, "claude_code_version_too_old": "update Claude Code"
                 " (npm install -g @anthropic-ai/claude-code)", "api_key_auth_disabled": "the organisation"
-                " allows no API keys: log in with `claude` /login instead, or ask its admin"},
+                " allows no API keys: log in with `claude` /login instead, or ask its admin",
+                "oauth_org_not_allowed": "the organisation allows no subscription login here: use an API"
+                " key (ANTHROPIC_API_KEY), or ask its admin"},
         # On SIGTERM during a tool, Claude Code 2.1.197 kills the tool and asks the model
         # for its next turn (measured: two more requests and a file written after Ctrl+C);
         # SIGINT ends the turn and the tools.
@@ -1690,8 +1694,8 @@ AGENT_CLIS = (
         kinds=_kinds(auth="unauthorized", limit="usage_limit_exceeded", outage="internal_server_error"
                      " server_overloaded", error="context_window_exceeded bad_request sandbox_error",
                      by_status="http_connection_failed response_too_many_failed_attempts"
-                               " response_stream_failed response_stream_disconnected"),
-        cannot={"model_not_found": _NO_SUCH_MODEL},
+                               " response_stream_failed response_stream_disconnected", fatal="model_not_found"),
+        advice={"model_not_found": _NO_SUCH_MODEL},
         login="OPENAI_API_KEY, or `codex login`",
         credentials=(("CODEX_API_KEY", "API billing (the OpenAI Platform account)"),
                      ("OPENAI_API_KEY", "API billing (the OpenAI Platform account)"),
@@ -4608,8 +4612,6 @@ def typed_kind(report: StreamReport, cli: AgentCLI | None) -> Tuple[str | None, 
     without one."""
     kinds = report.error[2] if report.error else ()
     for kind in kinds:
-        if cli and kind in cli.cannot:
-            return kind, CAUSE_FATAL
         if cli and kind in cli.kinds:
             return kind, cli.kinds[kind]
     return (kinds[0] if kinds else None), None
@@ -4645,10 +4647,8 @@ def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bo
         if cause == CAUSE_LIMIT:
             return ProviderTrouble(cause, message, limit=limit_kind or words or "rate limit",
                                    resets_at=resets or parse_reset_time(message, now))
-        if cause == CAUSE_FATAL and cli:
-            return ProviderTrouble(cause, message, advice=cli.cannot[str(kind)])
-        if cause in PROVIDER_CAUSES:
-            return ProviderTrouble(cause, message)
+        if cause in PROVIDER_CAUSES or cause == CAUSE_FATAL:
+            return ProviderTrouble(cause, message, advice=cli.advice.get(str(kind), "") if cli else "")
         if typed is not None:
             return None  # (an error of the iteration's own, as its kind says)
     elif report.limit is not None:
@@ -4812,10 +4812,11 @@ class Wait(Record):
         return WAIT_KINDS[self.kind]
 
     def words(self) -> str:
-        """The message as a wait says it: one line; an outage's first sentence."""
+        """The message as a wait says it: one line, no closing stop (a ";" follows); an
+        outage's first sentence."""
         if self.kind == WAIT_OUTAGE:
-            return _one_line(self.message.split(". ")[0], 100)
-        return _one_line(self.message, REASON_CHARS)
+            return _one_line(self.message.split(". ")[0], 100).rstrip(". ")
+        return _one_line(self.message, REASON_CHARS).rstrip(". ")
 
     def doing(self) -> str:
         """The status line's words: `usage limit (five_hour)`, `reserve reached`."""
@@ -5165,8 +5166,8 @@ class SessionLog:
         self.text("--- %s: %s ---\n" % (gate, command))
 
     def gate_end(self, gate: str, command: str, exit_code: int, seconds: float, **more: object) -> None:
-        """`more`: a verify's telling `line`, and `baseline: true` for its run before
-        iteration 1 (SPEC 20)."""
+        """`more`: a verify's telling `line` and test counts, `baseline: true` for its run
+        before iteration 1 (SPEC 20), `again: true` for keep: better's second run."""
         self.text("--- %s exited %d after %s ---\n" % (gate, exit_code, format_duration(seconds)))
         self.event("gate", gate=gate, command=command, exit_code=exit_code, seconds=round(seconds, 3), **more)
 
@@ -6088,14 +6089,17 @@ class GateRunner:
         if self.progress:
             self.progress.end()
 
-    def gate(self, gate: str, command: str, baseline: bool = False) -> AgentResult:
+    def gate(self, gate: str, command: str, run: str = "") -> AgentResult:
         """Run a gate, showing its output in verbose mode and logging it; announced when
-        it takes long or fails (SPEC 5 rev 2), and always as verify's `baseline` (SPEC 20)."""
+        it takes long or fails (SPEC 5 rev 2), and always as verify's `baseline` (SPEC 20).
+        `run`: "baseline", or "again" -- keep: better's second run, to confirm a worse
+        result -- each so named in the event, the log and the terminal."""
         plan, progress = self.plan, self.progress
         assert progress
+        shown = gate + " (again, to confirm)" * (run == "again")
         if self.log:
-            self.log.gate_start(gate, command)
-        ticker = self.step("%s: %s" % (gate, _one_line(command, 60)))
+            self.log.gate_start(shown, command)
+        ticker = self.step("%s: %s" % (shown, _one_line(command, 60)))
         try:
             result = run_gate(command, cwd=plan.cwd, guard=self.guard, ticker=ticker,
                               limits=Limits(timeout=plan.gate_timeout, grace=plan.kill_grace),
@@ -6109,34 +6113,35 @@ class GateRunner:
                 self.log.text("--- %s interrupted by %s ---\n" % (gate, signal_name(result.interrupted)))
             raise Interrupted(result.interrupted)
         if self.log:  # (a verify's telling line and test counts, SPEC 20 and 22)
-            more = {"line": said, "counts": test_counts(result.output)} if gate == GATE_VERIFY else {}
-            self.log.gate_end(gate, command, result.exit_code, result.seconds, **more,
-                              **({"baseline": True} if baseline else {}))
+            more: Dict[str, object] = {run: True} if run else {}
+            if gate == GATE_VERIFY:
+                more.update(line=said, counts=test_counts(result.output))
+            self.log.gate_end(gate, command, result.exit_code, result.seconds, **more)
         if result.timed_out:
             progress.warn("%s: `%s` did not finish within %s and was stopped"
                           % (gate, command, format_budget(plan.gate_timeout)))
-        elif baseline:
+        elif run == "baseline":
             if not gate_trouble(result, plan.gate_timeout):  # (else the run stops, saying why)
                 said = ": " + said if said else ""
                 progress.info("verify passes before iteration 1" if result.exit_code == 0 else
                               "verify fails before iteration 1 (exit %d)%s" % (result.exit_code, said))
         elif gate == GATE_VERIFY and result.exit_code != 0:
             progress.info("%s: %s failed (exit %d) in %s%s" % (
-                gate, _one_line(command, 80), result.exit_code, format_duration(result.seconds),
+                shown, _one_line(command, 80), result.exit_code, format_duration(result.seconds),
                 ": " + said if said else ""))
         elif result.seconds >= LONG_GATE_SECONDS:  # (a verify gate that got here passed)
             verdict = "says done" if result.exit_code == 0 else "says not yet (exit %d)" % result.exit_code
             if gate == GATE_VERIFY:
                 verdict = "passed"
             progress.info("%s: %s %s in %s" % (
-                gate, _one_line(command, 80), verdict, format_duration(result.seconds)))
+                shown, _one_line(command, 80), verdict, format_duration(result.seconds)))
         return result
 
     def baseline(self) -> Baseline:
         """verify once before iteration 1 (SPEC 20): what the agent starts from; a
         RoodaError when it cannot run at all (the run stops before the agent spends)."""
         plan = self.plan
-        result = self.gate(GATE_VERIFY, plan.verify, baseline=True)
+        result = self.gate(GATE_VERIFY, plan.verify, "baseline")
         if gate_trouble(result, plan.gate_timeout):
             raise RoodaError(cannot_run(GATE_VERIFY, plan.verify, result, plan.gate_timeout))
         failed = result.exit_code and result.output.strip()
@@ -6202,7 +6207,7 @@ class GateRunner:
         best = state.best
         result = verify_result(check)
         if plan.keep == "better" and best and best.result and is_worse(result, best.result):
-            again = self.gate(GATE_VERIFY, plan.verify)  # (a flaky test sets no work aside)
+            again = self.gate(GATE_VERIFY, plan.verify, "again")  # (a flaky test sets no work aside)
             if is_worse(verify_result(again), best.result):
                 attempt.set_aside = self.set_aside(attempt.number, best)
                 attempt.worse = "verify %s → %s; set aside as %s" % (
@@ -7095,9 +7100,9 @@ class _Run:
         said, kind = (_one_line(trouble.message, 300).rstrip(". "), trouble.kind) if trouble else ("", "")
         if kind == CAUSE_AUTH:  # (said: ";" follows)
             cli = self.agent.cli
-            return self.stop(STOP_ACCOUNT, "the agent cannot authenticate: %s%s" % (
-                said, "; %s needs %s" % (cli.name, cli.login) if cli else
-                "; check the agent's credentials (API key or login)"))
+            hint = "%s needs %s" % (cli.name, cli.login) if cli else "check the agent's credentials (API key or login)"
+            return self.stop(STOP_ACCOUNT, "the agent cannot authenticate: %s; %s" % (
+                said, trouble.advice if trouble and trouble.advice else hint))
         if kind == CAUSE_FATAL:
             return self.stop(STOP_ACCOUNT, "the agent cannot go on: %s (%s); %s" % (
                 said, attempt.error_kind, trouble.advice if trouble else ""))
@@ -7362,6 +7367,9 @@ def session_report(path: str, now: float, directory: str) -> Fields:
         name, number, at = event["event"], event.get("iteration"), event["at"]
         if name == "iteration_end" and isinstance(number, int):
             usage, seconds = _mapping(event.get("usage")), _number(event.get("seconds")) or 0.0
+            before, head = (clean(str(event.get(key)))[:12] for key in ("head_before", "head_after"))
+            if number not in done and event.get("head_before") and event.get("head_after") and before != head:
+                done[number] = {"hash": head, "subject": "the agent's (HEAD %s → %s)" % (before[:7], head[:7])}
             attempts.append({"iteration": number, "at": at - seconds, "seconds": seconds,
                              "outcome": clean(str(event.get("outcome"))),
                              "cause": _typed(event.get("cause"), str),
@@ -8710,8 +8718,9 @@ def _resume_context(events: List[Fields]) -> Tuple[str | None, Told | Baseline |
                 prompt = event["prompt"]
             elif name == "gate" and event.get("baseline") and code:
                 previous = Baseline(str(event["command"]), int(code), str(event.get("line") or ""))
-            elif name == "iteration_end" and event.get("outcome") not in (LIMITED, UNAVAILABLE,
-                                                                          OUTCOME_INTERRUPTED):
+            elif name == "iteration_end" and event.get("outcome") not in (
+                    LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED) and event.get("cause") not in STOPPING_CAUSES:
+                # (an attempt the account stopped was not counted: the next one is not told of it)
                 source, text = map(str, event.get("feedback") or ("the agent's", ""))
                 previous = Told(int(event["iteration"]), str(event["outcome"]), int(code or 0),
                                 _typed(event.get("cause"), str), str(event.get("reason") or ""),

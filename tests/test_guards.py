@@ -246,6 +246,8 @@ def test_a_worse_attempt_is_set_aside_under_a_ref_and_the_tree_put_back(workspac
     assert ref in section and "git diff HEAD <ref>" in section
     verifies = [e for e in events if e["event"] == "gate"]
     assert len(verifies) == 1 + 1 + 2 + 1  # baseline, 1, 2 and its confirmation, 3
+    assert [e.get("again") for e in verifies] == [None, None, None, True, None]
+    assert err.count("verify (again, to confirm): ") == 1 and err.count("verify: ") == 1, err
     assert first["kept"] and third["kept"] and second["kept"] is None
     summary = status_json(logs)
     assert summary["set_aside"] == [ref] and summary["kept"] == third["kept"]

@@ -39,12 +39,18 @@ def test_claude_oauth_org_not_allowed_is_an_auth_stop_and_resume_goes_on(claude,
     assert (end["cause"], end["error_kind"]) == ("auth", "oauth_org_not_allowed")
     assert end["reason"].startswith("auth (oauth_org_not_allowed): Your organization has disabled Claude")
     assert "ERROR: the agent cannot authenticate: Your organization has disabled" in err
+    # What to do is what this kind needs, not a login the organisation refuses.
+    assert "; the organisation allows no subscription login here: use an API key (ANTHROPIC_API_KEY)" in err
+    assert "/login" not in err.split("cannot authenticate")[1]
     assert events[-1]["resumable"] is True
     _, said, _ = status(tmp_path / "logs")
     assert "auth (oauth_org_not_allowed): Your organization" in said
     code, _, err = run_main(capfd, "resume", "--log-dir", tmp_path / "logs")
     assert code == 0 and claude.calls == 2, err
     assert ends(session_events(tmp_path / "logs"))[-1]["outcome"] == "completed"
+    # The stopped attempt was not counted: the resumed one is not told it failed (it was,
+    # with the real CLI: "Iteration 1 ended in failure").
+    assert "Iteration 1 ended" not in claude.prompt(2) and "organization" not in claude.prompt(2)
 
 
 @pytest.mark.parametrize("sample,kind", [("claude-error-server-error-529.jsonl", "server_error"),
@@ -56,6 +62,8 @@ def test_claude_server_errors_are_outages_waited_out(claude, capfd, tmp_path, wa
     assert code == 0 and claude.calls == 2 and len(waits) == 1, err
     first = ends(events)[0]
     assert (first["outcome"], first["cause"], first["error_kind"]) == ("unavailable", "outage", kind)
+    [said] = [line for line in err.splitlines() if "retrying in" in line]
+    assert ".;" not in said and "; retrying in 1m (attempt 1)." in said, said  # (it was "errors.; retrying")
     assert "  outage (%s): API Error: 5" % kind in err
     assert [e["kind"] for e in events if e["event"] == "limit"] == ["outage"]
 
@@ -68,6 +76,12 @@ def test_claude_usage_limit_reached_is_a_limit_waited_until_its_reset(claude, ca
     assert (first["outcome"], first["error_kind"]) == ("limited", "usage_limit_reached")
     [limit] = [e for e in events if e["event"] == "limit"]
     assert limit["kind"] == "five_hour" and limit["resets_at"] == "2026-11-28T12:13:57.000Z"
+
+
+def test_every_kind_no_retry_fixes_says_what_to_do():
+    for cli in rooda.AGENT_CLIS:
+        fatal = {kind for kind, cause in cli.kinds.items() if cause == rooda.CAUSE_FATAL}
+        assert fatal <= set(cli.advice) and set(cli.advice) <= set(cli.kinds), cli.name
 
 
 def test_claude_model_not_found_cannot_go_on(claude, capfd, tmp_path):
@@ -143,6 +157,8 @@ def test_codex_outages_are_waited_out_and_the_run_completes(codex, capfd, tmp_pa
     assert code == 0 and codex.calls == 2 and len(waits) == 1, err  # (it aborted after three: issue 37)
     first = ends(events)[0]
     assert (first["outcome"], first["cause"], first["error_kind"]) == ("unavailable", "outage", kind)
+    [said] = [line for line in err.splitlines() if "retrying in" in line]
+    assert ".;" not in said and "; retrying in 1m (attempt 1)." in said, said  # (it was "errors.; retrying")
 
 
 @pytest.mark.parametrize("name,kind,wait", [("usage-limit-exceeded-429", "usage_limit_exceeded", True),

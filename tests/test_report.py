@@ -329,3 +329,20 @@ def test_a_real_browser_draws_the_outcomes_in_their_colours(tmp_path):
     for outcome in ("success", "completed", "failure", "timeout", "limited", "interrupted"):
         want = tuple(int(rooda.OUTCOME_LOOK[outcome][i:i + 2], 16) for i in (1, 3, 5))
         assert any(all(abs(a - b) <= 8 for a, b in zip(pixel, want)) for pixel in colors), outcome
+
+
+def test_the_agents_own_commits_are_counted_as_commits(workspace, tmp_path):
+    # Agents that commit themselves (git: commit off) made "0 commits" of a night of work.
+    logs = tmp_path / "logs"
+    make_repo(workspace)
+    before = git(workspace, "rev-parse", "HEAD")
+    script = tmp_path / "committing-agent"
+    script.write_text("#!/bin/sh\ncat >/dev/null\necho work >> work.txt\ngit add work.txt\n"
+                      "git commit -qm 'the work'\necho done\n")
+    script.chmod(0o755)
+    done = run_rooda("build", "-n", "2", "--ai-cmd", str(script), "--log-dir", logs, cwd=str(workspace))
+    assert done.returncode == 0, done.stderr
+    session = json.loads(report(logs, "--json", cwd=workspace).stdout)
+    assert [commit["subject"][:18] for commit in session["commits"]] == ["the agent's (HEAD "] * 2
+    assert session["commits"][0]["subject"].startswith("the agent's (HEAD %s → " % before[:7])
+    assert "· 2 commits" in report(logs, cwd=workspace).stdout.decode()
