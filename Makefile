@@ -2,13 +2,16 @@
 PYTHON ?= python3
 VERSION := $(shell $(PYTHON) -c "import rooda; print(rooda.__version__)")
 
-.PHONY: test test-compat fuzz lint bench size version
+.PHONY: test test-compat test-browser fuzz lint bench size version
 
 test:  ## the whole test suite, test_compat on the oldest interpreter only (about three minutes on 2 cores)
 	$(PYTHON) -m pytest -q tests
 
 test-compat:  ## the end-to-end smoke test on every CPython 3.8-3.13 found (`make test` runs the oldest)
 	ROODA_COMPAT_ALL=1 $(PYTHON) -m pytest -v -rs tests/test_compat.py
+
+test-browser:  ## the report's page drawn by a real headless Chromium (apt-get install chromium; .ci/run does)
+	$(PYTHON) -m pytest -v -rs tests/test_report.py -k browser
 
 fuzz:  ## the config loaders' property tests with 20000 examples each (a few minutes)
 	ROODA_FUZZ_EXAMPLES=20000 $(PYTHON) -m pytest -q tests/test_yaml.py -k "mutated or random or round_trip"
