@@ -1694,7 +1694,8 @@ AGENT_CLIS = (
         kinds=_kinds(auth="unauthorized", limit="usage_limit_exceeded", outage="internal_server_error"
                      " server_overloaded", error="context_window_exceeded bad_request sandbox_error",
                      by_status="http_connection_failed response_too_many_failed_attempts"
-                               " response_stream_failed response_stream_disconnected", fatal="model_not_found"),
+                               " response_stream_failed response_stream_disconnected",
+                     fatal="model_not_found"),
         advice={"model_not_found": _NO_SUCH_MODEL},
         login="OPENAI_API_KEY, or `codex login`",
         credentials=(("CODEX_API_KEY", "API billing (the OpenAI Platform account)"),
@@ -7100,7 +7101,8 @@ class _Run:
         said, kind = (_one_line(trouble.message, 300).rstrip(". "), trouble.kind) if trouble else ("", "")
         if kind == CAUSE_AUTH:  # (said: ";" follows)
             cli = self.agent.cli
-            hint = "%s needs %s" % (cli.name, cli.login) if cli else "check the agent's credentials (API key or login)"
+            hint = "%s needs %s" % (cli.name, cli.login) if cli else \
+                "check the agent's credentials (API key or login)"
             return self.stop(STOP_ACCOUNT, "the agent cannot authenticate: %s; %s" % (
                 said, trouble.advice if trouble and trouble.advice else hint))
         if kind == CAUSE_FATAL:
@@ -7369,7 +7371,8 @@ def session_report(path: str, now: float, directory: str) -> Fields:
             usage, seconds = _mapping(event.get("usage")), _number(event.get("seconds")) or 0.0
             before, head = (clean(str(event.get(key)))[:12] for key in ("head_before", "head_after"))
             if number not in done and event.get("head_before") and event.get("head_after") and before != head:
-                done[number] = {"hash": head, "subject": "the agent's (HEAD %s → %s)" % (before[:7], head[:7])}
+                done[number] = {"hash": head, "subject": "the agent's (HEAD %s → %s)" % (
+                    before[:7], head[:7])}
             attempts.append({"iteration": number, "at": at - seconds, "seconds": seconds,
                              "outcome": clean(str(event.get("outcome"))),
                              "cause": _typed(event.get("cause"), str),

@@ -164,7 +164,9 @@ def test_codex_outages_are_waited_out_and_the_run_completes(codex, capfd, tmp_pa
 @pytest.mark.parametrize("name,kind,wait", [("usage-limit-exceeded-429", "usage_limit_exceeded", True),
                                             ("too-many-attempts-429", "response_too_many_failed_attempts",
                                              True)])
-def test_codex_limits_are_limits(codex, capfd, tmp_path, waits, name, kind, wait):
+def test_codex_limits_are_limits(codex, capfd, tmp_path, waits, name, kind, wait, monkeypatch):
+    # "try again at 12:13 PM" is up to a day away, whenever the test runs: within limit_wait.
+    monkeypatch.setenv("ROODA_LOOP_LIMIT_WAIT", "90000")
     codex.script(rollout(codex, name), CODEX_GOOD)
     code, err, events = run_codex(capfd, tmp_path)
     assert code == 0 and codex.calls == 2, err
