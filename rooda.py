@@ -4336,6 +4336,20 @@ def make_reader(plan: RunPlan, agent_format: str, prompt: str, sinks: Tuple[Any,
     return EventReader(agent_format, scanner(), fallback, *sinks, raw, plan.cwd, warn)
 
 
+def left_behind(cli: AgentCLI | None, session: str, env: Environ, report: StreamReport
+                ) -> Tuple[List[tuple], StreamReport]:
+    """What the CLI left in its files after an iteration (Codex's rollout): its window
+    readings, as of now, and the report with the typed kind of the error it reported
+    (its HTTP status too, where the stream had none)."""
+    if not (cli and cli.rollout and session):
+        return [], report
+    windows, kind = cli.rollout(session, env)
+    if kind and report.error:
+        status = kind[1] if isinstance(kind[1], int) else report.error[1]
+        report = report.replace(error=error_event(report.error[0], status, kind[0], *report.error[2])[1:])
+    return [(name, reading, time.time()) for name, reading in windows.items()], report
+
+
 def usage_suffix(usage: Mapping[str, Any] | None) -> str:
     """` · 24.1k tokens · $0.31` for a progress line: only the parts the agent reported."""
     if not usage or (not total_tokens(usage) and not usage.get("cost_usd")):
@@ -4604,6 +4618,24 @@ class ProviderTrouble(Record):
     limit: str = ""                 # a limit's kind: five_hour, session limit, rate limit
     resets_at: float | None = None  # when a limit resets (epoch), if known
     advice: str = ""                # what to do, when no retry fixes it (CAUSE_FATAL)
+
+
+def account_words(trouble: ProviderTrouble, kind: str | None, cli: AgentCLI | None, env: Environ) -> str:
+    """Why a run stops for the agent's account (auth, billing, a fatal kind: exit 2,
+    resumable): the CLI's words, then what to do -- the kind's own advice, else the
+    cause's."""
+    said = _one_line(trouble.message, 300).rstrip(". ")  # (";" follows)
+    if trouble.kind == CAUSE_FATAL:
+        return "the agent cannot go on: %s (%s); %s" % (said, kind, trouble.advice)
+    if trouble.kind == CAUSE_BILLING:
+        paid = cli.paid_by(env) if cli else None
+        return "the agent's account cannot pay: %s; %s" % (said, "who pays: %s (%s found here); add credit"
+                                                           " there, or use another login" % paid[::-1] if paid
+                                                           else "add credit to the account the agent uses")
+    hint = "check the agent's credentials (API key or login)"
+    if cli:
+        hint = "%s needs %s" % (cli.name, cli.login)
+    return "the agent cannot authenticate: %s; %s" % (said, trouble.advice or hint)
 
 
 def typed_kind(report: StreamReport, cli: AgentCLI | None) -> Tuple[str | None, str | None]:
@@ -5152,6 +5184,14 @@ class SessionLog:
             RULE, number, RULE, procedure, local_time(), THIN_RULE))
         self.event("iteration_start", iteration=number, prompt_sha256=hashlib.sha256(data).hexdigest(),
                    prompt_bytes=len(data), fragments=fragments)
+
+    def wait(self, wait: Wait) -> None:
+        """A wait's `limit` event (wait_seconds: 0 when the run stops instead; a hold's
+        message: what holds, and its figures)."""
+        held = "%s: %s" % (wait.doing(), wait.message)
+        self.event("limit", kind=wait.name, message=held if wait.row.holds else wait.message,
+                   resets_at=iso_time(wait.until) if wait.until else None,
+                   wait_seconds=0 if wait.beyond else round(wait.seconds, 1))
 
     def iteration_end(self, **fields: Any) -> None:
         """The iteration's footer and its iteration_end event, from the event's fields."""
@@ -6024,12 +6064,16 @@ class ProtectedPaths:
                 shutil.copy2(os.path.join(self.cwd, path), copy, follow_symlinks=False)
         self.seen = now
 
-    def restore(self, keep_in: str) -> List[str]:
-        """After an iteration: what the agent created, changed or deleted put back exactly
-        as it was, its versions kept in `keep_in` first (nothing lost, even if rooda is
-        killed midway); the paths, sorted."""
+    def restore(self, number: int, log: SessionLog | None) -> Tuple[Tuple[str, ...], str | None]:
+        """After iteration `number`: what the agent created, changed or deleted put back
+        exactly as it was, its versions kept first (nothing lost, even if rooda is killed
+        midway) beside the session's logs (--no-log: in the private directory, named in
+        the reason); the paths, sorted, and where its versions are (None: none changed)."""
         import filecmp
         import shutil
+        keep_in = os.path.join(self.copies, "agent", str(number))
+        if log:
+            keep_in = os.path.join(log.files.directory, log.files.base + "-protected", str(number))
         now, changed = self.scan(), []
         for path in sorted(set(now) | set(self.seen)):
             here, copy = os.path.join(self.cwd, path), os.path.join(self.copies, "files", path)
@@ -6054,7 +6098,7 @@ class ProtectedPaths:
                 os.replace(here + ".rooda-restore", here)
         except OSError as exc:  # (a file made a directory, a full disk: the run stops, saying so)
             raise RoodaError("cannot put back the protected %s: %s" % (exc.filename, exc.strerror)) from None
-        return changed
+        return tuple(changed), keep_in if changed else None
 
     def close(self) -> None:
         """The copies go when the run ends; the agent's versions (--no-log) stay."""
@@ -6138,16 +6182,26 @@ class GateRunner:
                 shown, _one_line(command, 80), verdict, format_duration(result.seconds)))
         return result
 
-    def baseline(self) -> Baseline:
-        """verify once before iteration 1 (SPEC 20): what the agent starts from; a
-        RoodaError when it cannot run at all (the run stops before the agent spends)."""
+    def baseline(self, state: LoopState) -> None:
+        """verify once before iteration 1 (SPEC 20): what the agent starts from, its test
+        counts what verify is held to; a failing one is what iteration 1 is told of and the
+        first of same_error's. A RoodaError when it cannot run at all (the run stops before
+        the agent spends)."""
         plan = self.plan
+        state.step = "while verify ran before iteration 1"
         result = self.gate(GATE_VERIFY, plan.verify, "baseline")
+        state.step = ""
         if gate_trouble(result, plan.gate_timeout):
             raise RoodaError(cannot_run(GATE_VERIFY, plan.verify, result, plan.gate_timeout))
         failed = result.exit_code and result.output.strip()
-        return Baseline(plan.verify, result.exit_code, verify_words(result)[1], result.output,
-                        verify_fingerprint(result.output) if failed else None)
+        fingerprint = verify_fingerprint(result.output) if failed else None
+        state.baseline = baseline = Baseline(plan.verify, result.exit_code, verify_words(result)[1],
+                                             result.output, fingerprint)
+        counts = test_counts(result.output)
+        state.counts = (counts, "before iteration 1") if counts else None
+        if result.exit_code:
+            state.previous, state.fingerprint = baseline, baseline.fingerprint
+            state.same_error = int(baseline.fingerprint is not None)
 
     def git(self, args: List[str], env: Env | None = None, stdin: str = "", finish: bool = False
             ) -> GitResult:
@@ -6314,6 +6368,19 @@ class GateRunner:
         attempt.git_problem, attempt.commit = commit_and_push(
             self.git, plan.repo, plan.gates, self.commit_message(attempt), plan.log_dir)
 
+    def tell_commit(self, attempt: _Attempt) -> None:
+        """`  git: committed 1a2b3c4 (3 files) · pushed to origin main` under the iteration's
+        line, and its commit event."""
+        done, progress = attempt.commit, self.progress
+        if done and progress:
+            said = ["committed %s (%s)" % (done["hash"], plural(done["files"], "file"))] if "hash" in done \
+                else []
+            said += ["pushed to " + done["pushed"]] if "pushed" in done else []
+            progress.indented("  git: " + " · ".join(said))
+            if self.log and "hash" in done:
+                self.log.event("commit", iteration=attempt.number, hash=done["hash"], files=done["files"],
+                               pushed="pushed" in done, message=done["message"])
+
     def stuck(self, state: LoopState, attempt: _Attempt) -> str | None:
         """The stuck detectors of SPEC 6, after the outcome: why the run is stuck, or None."""
         gates, feedback = self.plan.gates, attempt.feedback
@@ -6342,6 +6409,15 @@ class GateRunner:
             if state.unchanged >= gates.no_change:
                 return "no change in %s" % plural(state.unchanged, "iteration")
         return None
+
+    def tell_guardian(self, state: LoopState, during: int | None, when: str) -> None:
+        """What the notify is told should rooda die now, killed without a chance to say so
+        itself: the figures as of this moment (SPEC 16 rev 5)."""
+        if self.plan.notify:
+            cost = state.usage.get("cost_usd")
+            _HELPERS.tell({"ROODA_ITERATION": str(during or state.finished), "ROODA_ITERATIONS":
+                           str(state.finished), "ROODA_REASON": "rooda was killed or crashed " + when,
+                           "ROODA_COST_USD": "" if cost is None else "%.2f" % cost})
 
     def notify(self, event: str, status: str, reason: str, iteration: int | None, state: LoopState,
                exit_code: str = "", **more: str) -> None:
@@ -6854,14 +6930,7 @@ class _Run:
                 plan.procedure, ", ".join(missing), "is" if len(missing) == 1 else "are",
                 plan.gates.requires_hint))
         if plan.verify and plan.verify_baseline and state.baseline is None:
-            state.step = "while verify ran before iteration 1"
-            state.baseline = baseline = self.gates.baseline()
-            state.step = ""
-            counts = test_counts(baseline.output)
-            state.counts = (counts, "before iteration 1") if counts else None  # (what verify is held to)
-            if baseline.exit_code:  # iteration 1 starts from it, and same_error counts it
-                state.previous, state.fingerprint = baseline, baseline.fingerprint
-                state.same_error = int(baseline.fingerprint is not None)
+            self.gates.baseline(state)
         if plan.keep == "better" and state.best is None:
             self.gates.keep(None, state)
         if state.finished and plan.delay and not state.waits:
@@ -6920,7 +6989,7 @@ class _Run:
             self.protected.record()
         self.checkpoint()
         self.during = number  # from here, an interruption is "during iteration N"
-        self.tell_guardian("during iteration %d" % number)
+        self.gates.tell_guardian(self.state, number, "during iteration %d" % number)
         attempt.started = time.monotonic()
         attempt.prompt = prompt
         self.progress.info("Iteration %s starting..." % attempt.label)
@@ -6953,16 +7022,9 @@ class _Run:
             if schema:
                 with _suppress(OSError):
                     os.unlink(schema)
-        attempt.report = report = reader.finish(result)
-        readings = list(reader.windows)
-        if cli and cli.rollout and reader.session:  # (what Codex left in its files: windows, an error's kind)
-            windows, kind = cli.rollout(reader.session, env)
-            readings += [(name, reading, time.time()) for name, reading in windows.items()]
-            if kind and report.error:
-                status = kind[1] if isinstance(kind[1], int) else report.error[1]
-                attempt.report = report = report.replace(error=error_event(report.error[0], status, kind[0],
-                                                                           *report.error[2])[1:])
-        note_windows(self.state.windows, readings, self.log, self.owner)
+        readings, attempt.report = left_behind(cli, reader.session, env, reader.finish(result))
+        report = attempt.report
+        note_windows(self.state.windows, list(reader.windows) + readings, self.log, self.owner)
         if report.usage:
             add_usage(self.state.usage, report.usage)
         if result.interrupted is not None:
@@ -7011,16 +7073,9 @@ class _Run:
                 attempt.reason = (attempt.reason[0], attempt.reason[1] + " (as before iteration 1)")
 
     def put_back(self, attempt: _Attempt) -> None:
-        """The protected paths the agent changed, put back (SPEC 22), once an attempt ends;
-        its versions kept beside the session's logs (--no-log: in the run's private
-        directory, named in the reason)."""
+        """The protected paths the agent changed, put back (SPEC 22), once an attempt ends."""
         if self.protected and not attempt.restored:
-            log, number = self.log, str(attempt.number)
-            where = os.path.join(self.protected.copies, "agent", number)
-            if log:
-                where = os.path.join(log.files.directory, log.files.base + "-protected", number)
-            attempt.restored = tuple(self.protected.restore(where))
-            attempt.kept_versions = where if attempt.restored else None
+            attempt.restored, attempt.kept_versions = self.protected.restore(attempt.number, self.log)
 
     def count(self, attempt: _Attempt) -> None:
         """The iteration in the loop's counters (state only). One the account stopped is no
@@ -7037,16 +7092,7 @@ class _Run:
             state.last_reason = attempt.reason
         else:
             state.consecutive_failures = 0
-        self.tell_guardian("after iteration %d" % attempt.number)
-
-    def tell_guardian(self, when: str) -> None:
-        """What the notify is told should rooda die now, killed without a chance to say so
-        itself: the figures as of this moment (SPEC 16 rev 5)."""
-        if self.plan.notify:
-            cost = self.state.usage.get("cost_usd")
-            _HELPERS.tell({"ROODA_ITERATION": str(self.during or self.state.finished),
-                           "ROODA_ITERATIONS": str(self.state.finished), "ROODA_REASON": "rooda was killed or"
-                           " crashed " + when, "ROODA_COST_USD": "" if cost is None else "%.2f" % cost})
+        self.gates.tell_guardian(state, None, "after iteration %d" % attempt.number)
 
     def announce(self, attempt: _Attempt) -> None:
         """The iteration's progress lines, warnings, log footer and `notify` (no counter
@@ -7071,15 +7117,7 @@ class _Run:
         if outcome == REJECTED:
             progress.warn("iteration %d: the agent signalled SUCCESS but verify (`%s`) failed;"
                           " the claim is rejected" % (number, plan.verify))
-        done = attempt.commit
-        if done:
-            said = ["committed %s (%s)" % (done["hash"], plural(done["files"], "file"))] if "hash" in done \
-                else []
-            said += ["pushed to " + done["pushed"]] if "pushed" in done else []
-            progress.indented("  git: " + " · ".join(said))
-            if self.log and "hash" in done:
-                self.log.event("commit", iteration=number, hash=done["hash"], files=done["files"],
-                               pushed="pushed" in done, message=done["message"])
+        self.gates.tell_commit(attempt)
         if plan.max_cost is not None and report.usage is not None and not report.cut_short and \
                 report.usage.get("cost_usd") is None and not self.cost_unknown_said:
             self.cost_unknown_said = True
@@ -7097,22 +7135,9 @@ class _Run:
     def next_step(self, attempt: _Attempt) -> bool:
         """What the iteration means for the run: a stop, or on to the next one."""
         state, trouble = self.state, attempt.trouble
-        assert attempt.result
-        said, kind = (_one_line(trouble.message, 300).rstrip(". "), trouble.kind) if trouble else ("", "")
-        if kind == CAUSE_AUTH:  # (said: ";" follows)
-            cli = self.agent.cli
-            hint = "%s needs %s" % (cli.name, cli.login) if cli else \
-                "check the agent's credentials (API key or login)"
-            return self.stop(STOP_ACCOUNT, "the agent cannot authenticate: %s; %s" % (
-                said, trouble.advice if trouble and trouble.advice else hint))
-        if kind == CAUSE_FATAL:
-            return self.stop(STOP_ACCOUNT, "the agent cannot go on: %s (%s); %s" % (
-                said, attempt.error_kind, trouble.advice if trouble else ""))
-        if kind == CAUSE_BILLING:
-            paid = self.agent.cli.paid_by(self.agent_env) if self.agent.cli else None
-            return self.stop(STOP_ACCOUNT, "the agent's account cannot pay: %s; %s" % (
-                said, "who pays: %s (%s found here); add credit there, or use"
-                " another login" % paid[::-1] if paid else "add credit to the account the agent uses"))
+        if trouble and trouble.kind in STOPPING_CAUSES:
+            return self.stop(STOP_ACCOUNT, account_words(trouble, attempt.error_kind, self.agent.cli,
+                                                         self.agent_env))
         state.previous = attempt.told()
         if attempt.cause == CAUSE_AGENT and self.plan.on_failure_signal == "stop":
             return self.stop(STOP_HELP, "the agent signalled FAILURE: " + attempt.reason[1]
@@ -7146,11 +7171,8 @@ class _Run:
         now = time.time()
         wait = bound_wait(wait, self.plan, max(state.waits, 1), time.monotonic() - state.waits_since,
                           state.elapsed(), now)
-        if self.log is not None:  # (wait_seconds: 0 when the run stops instead)
-            held = "%s: %s" % (wait.doing(), wait.message)  # (a hold's figures: what holds)
-            self.log.event("limit", kind=wait.name, message=held if wait.row.holds else wait.message,
-                           resets_at=iso_time(wait.until) if wait.until else None,
-                           wait_seconds=0 if wait.beyond else round(wait.seconds, 1))
+        if self.log is not None:
+            self.log.wait(wait)
         if wait.beyond is not None:
             return self.stop(wait.row.stop, wait.reason(now))
         self.progress.info("%s %s" % (wait.announce(now), self.guard.how_to_stop()))
@@ -7304,7 +7326,8 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
     if log:
         log.warn = progress.warn
         log.session_start(plan, agent, state.started_wall, resumed)
-    run.tell_guardian("after iteration %d" % state.finished if state.finished else "before iteration 1")
+    run.gates.tell_guardian(state, run.during, "after iteration %d" % state.finished if state.finished
+                            else "before iteration 1")
     # What runs here saw of the windows, while their reset lies ahead: iteration 1 is
     # judged on it (SPEC 18), and `status` shows it.
     note_windows(state.windows, [(name, reading, time.time()) for name, reading in remembered_windows(
