@@ -1,6 +1,7 @@
 """Agents that misbehave, and bad input: rooda ends as SPEC says, loses nothing, and
 leaves no process of the agent behind. Every case runs with both I/O pumps: the
-selector loop, and the thread-based fallback (for Windows) forced on Linux."""
+selector loop with os.posix_spawnp, and the thread-based fallback with subprocess.Popen
+(what Windows runs) forced on Linux."""
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ne
 def io_mode(request, monkeypatch):
     if request.param == "threads":
         monkeypatch.setenv("ROODA_THREADED_IO", "1")
+        monkeypatch.setenv("ROODA_SPAWN", "popen")
     return request.param
 
 

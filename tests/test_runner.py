@@ -329,10 +329,11 @@ def ignored_signals(status_text):
     raise AssertionError("no SigIgn line in %r" % status_text)
 
 
-def test_the_agent_and_the_gates_start_with_sigpipe_and_sigxfsz_at_default(workspace):
+@pytest.mark.parametrize("spawn", ["posix_spawnp", "popen"])
+def test_the_agent_and_the_gates_start_with_sigpipe_and_sigxfsz_at_default(workspace, spawn):
     report = "grep SigIgn /proc/$$/status"
     proc = run_rooda("build", "-n", "1", "-v", "--ai-cmd", "sh -c '%s'" % report,
-                     "--verify", report + " >&2", cwd=workspace)
+                     "--verify", report + " >&2", cwd=workspace, env=dict(os.environ, ROODA_SPAWN=spawn))
     assert proc.returncode == 0, proc.stderr
     for text in (proc.stdout.decode(), proc.stderr.decode()):
         ignored = ignored_signals(text)
