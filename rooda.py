@@ -3299,8 +3299,9 @@ def _spawn(argv: List[str], use_stdin: bool, env: Env | None,
     try:
         if here and hasattr(os, "posix_spawnp") and os.environ.get("ROODA_SPAWN") != "popen":
             actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(theirs)]
-            child: Any = _Spawned(os.posix_spawnp(argv[0], argv, os.environ if env is None else env,
-                                                  file_actions=actions, setsid=True, setsigdef=_RESET_SIGNALS))
+            pid = os.posix_spawnp(argv[0], argv, os.environ if env is None else env, setsid=True,
+                                  file_actions=actions, setsigdef=_RESET_SIGNALS)
+            child: Any = _Spawned(pid)
         else:
             child = subprocess.Popen(argv, stdin=stdin_read, stdout=out_write, stderr=err_write, cwd=cwd,
                                      env=env, start_new_session=os.name != "nt",
