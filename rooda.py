@@ -6049,24 +6049,24 @@ class ProtectedPaths:
         globs = []
         for pattern in plan.protect:
             wild = re.split(r"[*?]", pattern)
-            if pattern != ":rooda" and len(wild) > 1:
+            if pattern == ":rooda":
+                own = _display_path(ROODA_DIR, self.cwd)
+                if own == ".":  # (rooda run from its own directory: its files, not the project)
+                    self.files.update(["rooda.py", "rooda-config.json"])
+                    self.trees.add("prompts")
+                elif not os.path.isabs(own):
+                    self.trees.add(own)
+                read = list(plan.config_files) + [f["path"] for items in plan.fragments.values()
+                                                  for f in items if "path" in f] + [plan.prompt_file or os.devnull]
+                self.files.update(path for path in (_display_path(path, self.cwd) for path in read)
+                                  if not os.path.isabs(path) and not path.startswith(".."))
+            elif len(wild) > 1:
                 globs.append("".join({"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}.get(
                     part, re.escape(part)) for part in re.split(r"(\*\*/?|\*|\?)", pattern)))
                 self.roots.add(os.path.dirname(wild[0]))
-            elif pattern != ":rooda":  # (a file, or a directory whole)
+            else:  # (a file, or a directory whole)
                 self.files.add(pattern.rstrip("/"))
                 self.trees.add(pattern.rstrip("/"))
-                continue
-            own = _display_path(ROODA_DIR, self.cwd)
-            if own == ".":  # (rooda run from its own directory: its files, not the project)
-                self.files.update(["rooda.py", "rooda-config.json"])
-                self.trees.add("prompts")
-            elif not os.path.isabs(own) and pattern == ":rooda":
-                self.trees.add(own)
-            read = list(plan.config_files) + [f["path"] for items in plan.fragments.values() for f in items
-                                              if "path" in f] + [plan.prompt_file or os.devnull]
-            self.files.update(path for path in (_display_path(path, self.cwd) for path in read)
-                              if not os.path.isabs(path) and not path.startswith(".."))
         self.globs = re.compile("(?:%s)\\Z" % "|".join(globs or ["(?!)"]))
 
     def scan(self) -> Dict[str, tuple]:
@@ -8431,9 +8431,13 @@ def _doctor_guards(report: Callable[[str, str], None], plan: RunPlan, cwd: str) 
             "no baseline here has printed any yet (a runner's summary line: pytest, unittest, go, cargo,"
             " Jest, Vitest); without, nothing is compared" + ", and without a baseline the first counts"
             " stand in" * (not plan.verify_baseline)))
-    if plan.keep == "better":
-        report("ok", "keep: better: an attempt that makes verify worse is set aside under"
-                     " refs/rooda/attempts/<session>/<iteration> and the tree put back")
+    if plan.keep == "better":  # (what a run would stop on, before iteration 1)
+        needs = "" if plan.verify else "verify: it keeps what verify says is no worse"
+        if not needs and not find_repository(cwd)[0]:
+            needs = "a git repository (run 'git init', or keep: all)"
+        report("error" if needs else "ok", "keep: better needs " + needs if needs else "keep: better: an"
+               " attempt that makes verify worse is set aside under refs/rooda/attempts/<session>/<iteration>"
+               " and the tree put back")
 
 
 def command_doctor(options: Any, name: str | None) -> int:

@@ -112,10 +112,12 @@ def test_ignored_files_and_the_log_directory_are_never_touched(workspace, agent,
     assert any(name.endswith(".jsonl") for name in os.listdir(workspace / "logs"))
 
 
-def test_protect_off_lets_the_agent_change_its_prompt(workspace, agent, tmp_path):
+@pytest.mark.parametrize("protect", [[], ["tests/**"]])
+def test_a_list_without_rooda_lets_the_agent_change_its_prompt(workspace, agent, tmp_path, protect):
+    # (a glob once fell through to :rooda's files: the prompt stayed protected)
     make_repo(workspace)
     (workspace / "PROMPT.md").write_text("Do it.\n")
-    write_config(workspace, {"loop": {"protect": []}})
+    write_config(workspace, {"loop": {"protect": protect}})
     agent.script({"actions": [{"write_file": "PROMPT.md", "text": "Changed.\n"}, {"out": SUCCESS}]})
     code, err = rooda_in(workspace, agent, "prompt", "PROMPT.md", "--ai-cmd", agent.cmd, "--no-log")
     assert code == 0 and (workspace / "PROMPT.md").read_text() == "Changed.\n", err
@@ -361,3 +363,16 @@ def test_doctor_says_what_is_protected_whether_counts_were_found_and_keep(worksp
     out = subprocess.run([sys.executable, str(rooda_py), "doctor", "build", "--ai-cmd", agent.cmd],
                          cwd=str(workspace), stdout=subprocess.PIPE, timeout=60).stdout.decode()
     assert "warning  protect: the list leaves out :rooda" in out
+
+
+@pytest.mark.parametrize("layout,needs", [("repository", "verify: it keeps what verify says is no worse"),
+                                          ("plain", "a git repository (run 'git init', or keep: all)")])
+def test_doctor_says_what_keep_better_needs_as_an_error(workspace, agent, layout, needs):
+    # (doctor said ok where the run would stop before iteration 1)
+    if layout == "repository":
+        make_repo(workspace)
+    verify = [] if layout == "repository" else ["--verify", "true"]
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "rooda.py"), "doctor", "build", "--ai-cmd",
+                           agent.cmd, "--keep", "better"] + verify, cwd=str(workspace), stdout=subprocess.PIPE,
+                          timeout=60)
+    assert done.returncode == 2 and "error    keep: better needs " + needs in done.stdout.decode()
