@@ -6056,8 +6056,8 @@ class ProtectedPaths:
                     self.trees.add("prompts")
                 elif not os.path.isabs(own):
                     self.trees.add(own)
-                read = list(plan.config_files) + [f["path"] for items in plan.fragments.values()
-                                                  for f in items if "path" in f] + [plan.prompt_file or os.devnull]
+                read = list(plan.config_files) + [plan.prompt_file or os.devnull] + [
+                    f["path"] for items in plan.fragments.values() for f in items if "path" in f]
                 self.files.update(path for path in (_display_path(path, self.cwd) for path in read)
                                   if not os.path.isabs(path) and not path.startswith(".."))
             elif len(wild) > 1:
