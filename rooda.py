@@ -77,6 +77,13 @@ if TYPE_CHECKING:  # annotations only; never imported at run time (start-up cost
     Positions = Dict[tuple, Tuple[int, int]]    # a config file's keys: key path -> (line, col)
     Where = Tuple[str, Optional[str], Optional[int]]  # where a value came from: (tier, file, line)
     Doing = Tuple[str, str, float]              # what is under way: (kind, detail, since)
+    Readings = Dict[str, tuple]                 # the subscription windows' last readings, by window
+    Usage = Mapping[str, Any]                   # an agent's usage figures (USAGE_FIELDS), as read
+    Reported = Tuple[str, Optional[int], Tuple[str, ...]]  # an error the CLI said: (message, status, kinds)
+    Limited = Tuple[str, Optional[str], Optional[float]]   # a limit it said: (kind, message, resets_at)
+    Reason = Tuple[str, str]                    # a cause in words: ("exit 1", "<its telling line>")
+    Say = Callable[[str], None]                 # where a warning goes (Progress.warn)
+    Report = Callable[[str, str], None]         # doctor's lines: report(level, message)
     RunGit = Callable[..., "GitResult"]         # how the git helpers run git (GateRunner.git)
 
 
@@ -382,10 +389,10 @@ def clean(text: str) -> str:
     return _CONTROLS.sub(lambda found: "" if found.group().startswith("\x1b") else " ", text)
 
 
-def _flat(text: object, limit: int = FEEDBACK_TAIL_BYTES) -> str:
+def _flat(text: object) -> str:
     """Text from an agent kept whole but safe (a verdict's explanation, its next step):
-    cleaned, its lines and blanks run together, at most `limit` characters."""
-    return " ".join(clean(text).split())[:limit] if isinstance(text, str) else ""
+    cleaned, its lines and blanks run together, at most FEEDBACK_TAIL_BYTES characters."""
+    return " ".join(clean(text).split())[:FEEDBACK_TAIL_BYTES] if isinstance(text, str) else ""
 
 
 def _one_line(text: object, limit: int = 160) -> str:
@@ -1159,7 +1166,7 @@ def tool_result_event(output: object, failed: bool, exit_code: object = None,
     return (EV_TOOL_RESULT, len(output), failed, _one_line(message or output) if failed else "", code)
 
 
-def usage_event(figures: Mapping[str, Any], how: str = "set", key: object = None) -> tuple:
+def usage_event(figures: Usage, how: str = "set", key: object = None) -> tuple:
     """Usage figures, the unknown ones left out: the iteration's ("set"), a step's to sum
     over it ("add"), or a message's while the run goes on ("partial", per message `key`:
     they stand in for the run's when its run-ending event never comes)."""
@@ -1436,7 +1443,7 @@ def decode_codex(event: dict) -> list | None:
     return None
 
 
-def codex_rollout(thread: str, env: Mapping[str, str]) -> Tuple[Dict[str, tuple], tuple]:
+def codex_rollout(thread: str, env: Environ) -> Tuple[Readings, tuple]:
     """What Codex left in its session rollout file after an iteration (`exec --json` prints
     neither): the windows, from its last `token_count` (SPEC 18), and the typed kind of the
     error its task ended with, `task_complete`'s `error.codex_error_info` -- a word, or
@@ -1594,7 +1601,7 @@ class AgentCLI(Record):
     windows: bool = False              # it reports the subscription windows (SPEC 18)
     # What reads the files it left after an iteration, given its run's id and environment:
     # ({window: reading}, (error kind, HTTP status) or ()) -- Codex's rollout file.
-    rollout: Callable[[str, Environ], Tuple[Dict[str, tuple], tuple]] | None = None
+    rollout: Callable[[str, Environ], Tuple[Readings, tuple]] | None = None
     # Its typed error kinds (SPEC 13 rev 5): the cause of SPEC 15 each is ("": the HTTP
     # status it names decides; CAUSE_FATAL: no retry fixes it), and what to do about a
     # kind where the cause's own hint would not say it (every fatal kind has one).
@@ -2675,7 +2682,7 @@ def load_config(config_path: str | None = None, cwd: str | None = None,
         problems.append(("environment", None, None, message, None))
 
     _merge(data, _env_layer(variables, cwd, env_report), env_origin, provenance)
-    config = Config(data=data, provenance=provenance, sources=sources, files=files, warnings=warnings)
+    config = Config(data, provenance, sources, files, warnings)
     validate_config(data, lambda key_path, message: problems.append(config.problem(key_path, message)))
     if problems:
         raise ConfigError.collect(problems)
@@ -2720,8 +2727,7 @@ def _which(program: str) -> str | None:
     return shutil.which(program)
 
 
-def alias_definition(aliases: Mapping[str, Any], name: str
-                     ) -> Tuple[str, str, Dict[str, str], str | None] | None:
+def alias_definition(aliases: Mapping[str, Any], name: str) -> Tuple[str, str, Env, str | None] | None:
     """(name, command, environment, format) of an alias -- a command string, or a mapping
     {command, format, env} -- or None. A preset unchanged keeps its own env and format."""
     if name not in aliases and name in PRESET_ALIASES:
@@ -2745,13 +2751,13 @@ def resolve_agent(config: Config, procedure_name: str | None, ai_cmd: str | None
     (--ai-format > procedure > loop > the alias's `format` > the preset's > the CLI's own
     flags > text); None when nothing names an agent and no preset's program is on PATH."""
     aliases = config.data.get("ai_cmd_aliases", {})
-    procedure = config.data.get("procedures", {}).get(procedure_name, {}) if procedure_name else {}
+    procedure = config.data.get("procedures", {}).get(procedure_name, {})
     chosen_format = ai_format or procedure.get("ai_format") or config.loop("ai_format")
 
     def agent(argv: List[str], env: Env, source: str, origin: tuple, preset: str | None,
               own_format: str | None) -> AgentCommand:
-        return AgentCommand(argv=argv, env=env, source=source, origin=origin, preset=preset,
-                            format=chosen_format or own_format or infer_format(argv) or "text")
+        return AgentCommand(argv, env, source, origin, preset,
+                            chosen_format or own_format or infer_format(argv) or "text")
 
     def from_alias(name: str, said: str, origin: tuple) -> AgentCommand:
         found = alias_definition(aliases, name)
@@ -3538,9 +3544,10 @@ class _Helpers:
     reaches rooda alone; each ends when rooda's end of its stdin pipe closes (caffeinate
     watches rooda's pid instead)."""
 
+    guardian: Any = None
+
     def __init__(self) -> None:
         self.procs: List[Any] = []
-        self.guardian: Any = None
 
     def start(self, argv: List[str]) -> Any:
         import subprocess
@@ -4000,8 +4007,8 @@ class StreamReport(Record):
     tail: bytes                     # readable output for PREVIOUS ITERATION and the reason
     own_text: bytes                 # the last bytes of the CLI's own text: limit messages
     output_bytes: int
-    error: Tuple[str, int | None, Tuple[str, ...]] | None = None  # (message, status, typed kinds)
-    limit: Tuple[str, str | None, float | None] | None = None  # (kind, message, resets_at)
+    error: Reported | None = None
+    limit: Limited | None = None
     cut_short: bool = False         # events of the format, but no run-ending one
     usage: Fields | None = None
     notice: str | None = None    # the last retry or warning the CLI reported
@@ -4025,7 +4032,7 @@ class Reader:
     def tokens(self) -> int | None:
         return None
 
-    def finish(self, result: AgentResult) -> StreamReport:
+    def finish(self) -> StreamReport:
         raise NotImplementedError
 
 
@@ -4056,7 +4063,7 @@ class TextReader(Reader):
         quiet = time.monotonic() - self.last_output >= QUIET_SECONDS
         return ("quiet", "", self.last_output) if quiet else None
 
-    def finish(self, result: AgentResult) -> StreamReport:
+    def finish(self) -> StreamReport:
         tail = self.tail.bytes()
         said = _decode(tail[-8192:])
         return StreamReport(signals=self.scanner.finish(), tail=tail, own_text=tail[-LIMIT_SCAN_BYTES:],
@@ -4064,7 +4071,7 @@ class TextReader(Reader):
                             last_text=_last_line(tail[-8192:], [m.decode() for m in self.scanner.bare]))
 
 
-def total_tokens(usage: Mapping[str, Any]) -> int | None:
+def total_tokens(usage: Usage) -> int | None:
     """Input, output and cache tokens together; None when the agent reported none (or
     only counts past any float)."""
     known = [float(usage[name]) for name in ("input_tokens", "output_tokens", "cache_read_tokens",
@@ -4073,12 +4080,12 @@ def total_tokens(usage: Mapping[str, Any]) -> int | None:
     return int(total) if known and _number(total) is not None else None
 
 
-def usage_record(usage: Mapping[str, Any]) -> Fields:
+def usage_record(usage: Usage) -> Fields:
     """Usage as the .jsonl has it: every field of USAGE_FIELDS, None where unknown."""
     return {name: usage.get(name) for name in USAGE_FIELDS}
 
 
-def describe_usage(usage: Mapping[str, Any], tool_calls: int | None = None,
+def describe_usage(usage: Usage, tool_calls: int | None = None,
                    brief: bool = False) -> List[str]:
     """Usage in words, only the parts that are known: `4 turns`, `78.8k tokens`, `$0.39`
     (brief: tokens and cost only)."""
@@ -4097,7 +4104,7 @@ def describe_usage(usage: Mapping[str, Any], tool_calls: int | None = None,
     return parts
 
 
-def add_usage(totals: Fields, usage: Mapping[str, Any]) -> None:
+def add_usage(totals: Fields, usage: Usage) -> None:
     """Add usage figures into totals: numbers summed (money to the nano-dollar, so that ten
     iterations of $0.10 make $1.00 exactly; a sum past any float is left as it was), the
     model the latest one named."""
@@ -4118,8 +4125,8 @@ class EventReader(Reader):
     dropping = False               # inside a line over MAX_EVENT_LINE
     dropped = 0                    # lines over MAX_EVENT_LINE
     undecodable = 0                # JSON the decoder could not make sense of
-    error: Tuple[str, int | None, Tuple[str, ...]] | None = None
-    limit: Tuple[str, str | None, float | None] | None = None
+    error: Reported | None = None
+    limit: Limited | None = None
     ended: bool | None = None   # the run-ending event: ok or not
     notice: str | None = None
     last_text = ""                 # its last message (for a commit's summary)
@@ -4131,7 +4138,7 @@ class EventReader(Reader):
     def __init__(self, agent_format: str, scanner: SignalScanner, fallback: TextReader,
                  show_out: Sink | None, show_err: Sink | None,
                  log: Sink | None, raw: Sink | None,
-                 cwd: str, warn: Callable[[str], None]) -> None:
+                 cwd: str, warn: Say) -> None:
         self.format, self.format_name = OUTPUT_FORMATS[agent_format], agent_format
         # The assistant's text is scanned by `scanner`; the raw bytes by `fallback`, whose
         # verdict stands when not one line was an event of the format (a wrong format
@@ -4330,7 +4337,7 @@ class EventReader(Reader):
 
     # -- end --------------------------------------------------------------------------
 
-    def finish(self, result: AgentResult) -> StreamReport:
+    def finish(self) -> StreamReport:
         if self.pending and not self.dropping:
             line = b"".join(self.pending)
             self.pending, self.pending_size = [], 0
@@ -4340,7 +4347,7 @@ class EventReader(Reader):
             if self.fallback.output_bytes:
                 self.warn("the agent's output held no %s events; it was judged as text (is"
                           " --ai-format / ai_format right for this agent?)" % self.format_name)
-            return self.fallback.finish(result)
+            return self.fallback.finish()
         if self.text_open:  # the assistant's last words did not end their line
             self._emit(b"\n")
             self.text_open = False
@@ -4362,15 +4369,14 @@ class EventReader(Reader):
 
 
 def make_reader(plan: RunPlan, agent_format: str, prompt: str, sinks: Tuple[Any, Any, Any],
-                raw: Sink | None, warn: Callable[[str], None]) -> Reader:
+                raw: Sink | None, warn: Say) -> Reader:
     """How an iteration's output is read: as text, or as events of the format; `sinks`:
     where its stdout, its stderr and the log's copy go."""
     def scanner() -> SignalScanner:
         return SignalScanner({SIGNAL_SUCCESS: plan.signals["success"],
                               SIGNAL_FAILURE: plan.signals["failure"]}, prompt)
-    text = TextReader(scanner(), *sinks, tail_bytes=plan.max_output_buffer)
     if agent_format not in OUTPUT_FORMATS:
-        return text
+        return TextReader(scanner(), *sinks, tail_bytes=plan.max_output_buffer)
     # The reader's own scanner sees only the agent's answer text (SPEC 12), so a marker
     # inside a tool's output is not a promise; the raw bytes are the fallback's.
     fallback = TextReader(scanner(), None, None, None, plan.max_output_buffer)
@@ -4391,7 +4397,7 @@ def left_behind(cli: AgentCLI | None, session: str, env: Environ, report: Stream
     return [(name, reading, time.time()) for name, reading in windows.items()], report
 
 
-def usage_suffix(usage: Mapping[str, Any] | None) -> str:
+def usage_suffix(usage: Usage | None) -> str:
     """` · 24.1k tokens · $0.31` for a progress line: only the parts the agent reported."""
     if not usage or (not total_tokens(usage) and not usage.get("cost_usd")):
         return ""  # nothing reported, or nothing spent (a request refused at a limit)
@@ -4399,7 +4405,7 @@ def usage_suffix(usage: Mapping[str, Any] | None) -> str:
         (" (partial)" if usage.get("partial") else "")
 
 
-def _usage_log_lines(usage: Mapping[str, Any]) -> str:
+def _usage_log_lines(usage: Usage) -> str:
     """Seed 002's "if available" footer lines: Model, API Requests, Tokens, Cost."""
     lines = []
     if usage.get("model"):
@@ -4428,7 +4434,7 @@ class Activity:
     agent of iteration `label`, whose reader says what it does."""
 
     def __init__(self, kind: str, detail: str = "", since: float | None = None,
-                 reader: Reader | None = None, label: str = "", windows: Mapping[str, tuple] | None = None
+                 reader: Reader | None = None, label: str = "", windows: Readings | None = None
                  ) -> None:
         self.kind, self.detail, self.reader, self.label = kind, detail, reader, label
         self.windows = windows or {}  # the run's last readings (Codex's come after its iteration)
@@ -4792,13 +4798,13 @@ STOPS = {
 }
 
 
-def verify_words(check: AgentResult | None) -> Tuple[str, str]:
+def verify_words(check: AgentResult | None) -> Reason:
     """A failed verify as a reason: ("verify exit 1", "<its telling line>")."""
     assert check
     return "verify exit %d" % check.exit_code, _last_line(check.output, ()) or "(it printed nothing)"
 
 
-def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Tuple[str, str]:
+def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Reason:
     """The cause of an iteration in words (SPEC 15): ("agent", "<its explanation>"),
     ("verify exit 2", "<its last line>"), ("timeout", "no output for 10m"), ("exit 1",
     "<its last line>"); `markers` are left out of a quoted line."""
@@ -4941,7 +4947,7 @@ def bound_wait(wait: Wait, plan: RunPlan, attempt: int, waited: float, elapsed: 
     return wait.replace(seconds=seconds, beyond=beyond, attempt=attempt)
 
 
-def window_hold(windows: Mapping[str, tuple], plan: RunPlan, now: float) -> Wait | None:
+def window_hold(windows: Readings, plan: RunPlan, now: float) -> Wait | None:
     """What holds the run before an iteration (SPEC 18), and when it lets go: a window
     whose latest reading reached `1 - reserve`, until its reset; with `pace: even`, one
     that used more than `1 - reserve` of the part of it elapsed, until that part catches
@@ -5045,21 +5051,23 @@ def _replace_json(path: str, record: object) -> None:
         os.replace("%s.%d.tmp" % (path, os.getpid()), path)
 
 
-def _remembered(directory: str) -> dict:
-    """windows.json: the last readings runs in this log directory saw, by whose they are."""
+def _read_json(path: str) -> Fields:
+    """A small JSON file rooda wrote (windows.json, a live file, vendor's manifest) as a
+    mapping; {} when it is missing, unreadable or not one."""
     try:
-        with open(os.path.join(directory, SessionFiles.WINDOWS_FILE)) as stream:
+        with open(path) as stream:
             return _mapping(json.load(stream))
     except (OSError, ValueError, RecursionError):
         return {}
 
 
-def remembered_windows(directory: str | None, owner: str, now: float) -> Dict[str, tuple]:
+def remembered_windows(directory: str | None, owner: str, now: float) -> Readings:
     """The readings of the windows that runs in this log directory remembered for the
     same CLI and kind of login (`owner`), those whose reset lies ahead: iteration 1 is
     judged before it spends (SPEC 18); another CLI's or login's windows are not this run's
     to keep (issue 36). None with --no-log: nothing is remembered then."""
-    saved = _mapping(_remembered(directory).get(owner)) if directory else {}
+    saved = _mapping(_read_json(os.path.join(directory, SessionFiles.WINDOWS_FILE)).get(owner)) \
+        if directory else {}
     found = {name: window_reading(*reading) for name, reading in saved.items()
              if name in WINDOWS and isinstance(reading, list) and len(reading) == 4}
     return {name: reading for name, reading in found.items() if reading and (reading[1] or 0) > now}
@@ -5084,6 +5092,10 @@ def lock_session(path: str) -> int:
 class SessionLog:
     """The session files of one run; every method writes at once."""
 
+    warn: Say | None = None                    # set by the loop: one warning
+    problem: str | None = None                 # why logging stopped
+    live: Fields | None = None                 # what the live file holds
+
     def __init__(self, directory: str, shown_directory: str, agent_stream: bool = False,
                  resume: str | None = None, locked: int | None = None) -> None:
         """New files, named by the time; or, with `resume` (a session's base name), that
@@ -5096,8 +5108,6 @@ class SessionLog:
         stamp = resume or time.strftime("session-%Y%m%d-%H%M%S")
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | \
             (0 if resume else os.O_EXCL)
-        self.warn: Callable[[str], None] | None = None  # set by the loop: one warning
-        self.problem: str | None = None                 # why logging stopped
         for attempt in range(1, 1000):
             base = stamp if attempt == 1 else "%s-%d" % (stamp, attempt)
             names = [base + suffix for suffix in SessionFiles.SUFFIXES[:3 if agent_stream else 2]]
@@ -5130,7 +5140,6 @@ class SessionLog:
             self.agent_fd: int | None = opened[2] if agent_stream else None
             self.files = SessionFiles(directory, base)
             self.path = self.files.log
-            self.live: Fields | None = None  # what the live file holds
             self.shown = os.path.join(shown_directory, names[0])
             return
         raise RoodaError("cannot find a free session log name in %s" % shown_directory)
@@ -5167,13 +5176,14 @@ class SessionLog:
             self.live = record
             _replace_json(self.files.live, record)  # (best effort: `status` then shows the events alone)
 
-    def remember_windows(self, windows: Mapping[str, tuple], owner: str) -> None:
+    def remember_windows(self, windows: Readings, owner: str) -> None:
         """The windows' last readings, for the next run in this log directory of the same
         CLI and login (SPEC 18); other owners' readings are kept as they were."""
         if self.problem is None:
-            saved = _remembered(self.files.directory)
+            path = os.path.join(self.files.directory, SessionFiles.WINDOWS_FILE)
+            saved = _read_json(path)
             saved[owner] = windows
-            _replace_json(os.path.join(self.files.directory, SessionFiles.WINDOWS_FILE), saved)
+            _replace_json(path, saved)
 
     def text(self, text: str) -> None:
         self.write(text.encode("utf-8", "replace"))
@@ -5209,7 +5219,7 @@ class SessionLog:
         boot, pidns = _namespace()  # (a pid means this process only in this boot and namespace)
         if resumed:
             self.event("session_resume", pid=os.getpid(), boot=boot, pidns=pidns, argv=plan.argv,
-                       iterations=resumed["finished"], seconds=round(resumed["seconds"], 3),
+                       iterations=resumed["iterations"], seconds=round(resumed["seconds"], 3),
                        usage=resumed["usage"] or None)
         else:  # (a prompt read from stdin is kept for `resume`: stdin will not hold it again)
             self.event("session_start", version=__version__, procedure=plan.procedure, agent=list(agent.argv),
@@ -5283,7 +5293,7 @@ class SessionLog:
         return self.shown
 
 
-def note_windows(windows: Dict[str, tuple], readings: Sequence[tuple], log: SessionLog | None,
+def note_windows(windows: Readings, readings: Sequence[tuple], log: SessionLog | None,
                  owner: str) -> None:
     """Readings of the subscription windows, (name, reading, when) in order (SPEC 18), into
     a run's last ones: one that moved (its whole percent, reset, status or threshold) is a
@@ -5368,11 +5378,7 @@ def _last_seen(files: SessionFiles, last_event: float) -> float:
 
 def _live_activity(files: SessionFiles, now: float) -> Fields:
     """What a running session's agent is doing now, from its live activity file."""
-    try:
-        with open(files.live) as stream:
-            live = _mapping(json.load(stream))
-    except (OSError, ValueError, RecursionError):
-        return {}
+    live = _read_json(files.live)
     doing = _list(live.get("activity"))
     found: Fields = {}
     if len(doing) == 3 and _number(doing[2]) is not None:
@@ -5400,12 +5406,12 @@ def summarize_session(path: str, now: float | None = None, whole: bool = True,
         " successes failures limited unavailable elapsed_seconds usage last_event last_event_time"
         " waiting_until waiting_for activity tool_calls tokens consecutive_failures argv cwd skipped_lines"
         " baseline last_verify resumable last_failure windows resets_at kept kept_verify").split())
-    summary.update(set_aside=[], restored=0)  # (SPEC 22: refs of the attempts set aside; restorations)
     summary.update(session=path, iterations=0, successes=0, failures=0, limited=0, unavailable=0,
-                   consecutive_failures=0 if whole else None, skipped_lines=0)
+                   consecutive_failures=0 if whole else None, skipped_lines=0,
+                   set_aside=[], restored=0)  # (SPEC 22: refs of the attempts set aside; restorations)
     lines, read_whole = _read_session(path, whole)
     usage: Fields = {}
-    windows: Dict[str, tuple] = {}
+    windows: Readings = {}
     begun = last_at = None  # when the session's latest run (its start, or its resume) began
     where: Tuple[object, object] = (None, None)  # its boot and pid namespace
     carried, ended = 0.0, None
@@ -5583,27 +5589,14 @@ class Gates(Record):
 
     requires: List[str]
     requires_hint: str              # `; <the procedure's hint>`, to follow what is missing (or "")
-    same_error: int | None
-    no_change: int | None
-    commit: bool
-    push: bool
-    message: str | None
+    same_error: int | None = None
+    no_change: int | None = None
+    commit: bool = False
+    push: bool = False
+    message: str = DEFAULT_COMMIT_MESSAGE
 
     def need_git(self) -> bool:
         return bool(self.commit or self.push or self.no_change)
-
-
-def run_gate(command: str, *, cwd: str, guard: SignalGuard | None, limits: Limits,
-             on_output: Sink | None = None,
-             on_stderr: Sink | None = None,
-             ticker: Ticker | None = None, env: Env | None = None) -> AgentResult:
-    """Run a gate (or `notify`) command with `sh -c` in the working directory, stdin empty;
-    the result keeps the last 8 KiB of its output."""
-    tail = _Tail(FEEDBACK_TAIL_BYTES * 4)
-    result = run_agent(["sh", "-c", command], "", env=env, cwd=cwd, guard=guard, limits=limits,
-                       on_stdout=_tee(tail, on_output), on_stderr=_tee(tail, on_stderr or on_output),
-                       ticker=ticker)
-    return result.replace(output=tail.bytes())
 
 
 def error_fingerprint(output: bytes) -> str:
@@ -6092,17 +6085,22 @@ class ProtectedPaths:
             self.ignored.update(dict.fromkeys(asked, False), **dict.fromkeys(said.out.split("\0"), True))
         return {path: signature for path, signature in found.items() if not self.ignored.get(path)}
 
+    @staticmethod
+    def copy(source: str, copy: str) -> None:
+        """A file (a link as a link) copied with its metadata, its directories made."""
+        import shutil
+        os.makedirs(os.path.dirname(copy), exist_ok=True)
+        shutil.copy2(source, copy, follow_symlinks=False)
+
     def record(self) -> None:
         """Before an iteration: a copy of each protected file that changed since the last."""
-        import shutil
         now = self.scan()
         for path, signature in now.items():
             if self.seen.get(path) != signature:
                 copy = os.path.join(self.copies, "files", path)
-                os.makedirs(os.path.dirname(copy), exist_ok=True)
                 with _suppress(FileNotFoundError):
                     os.unlink(copy)
-                shutil.copy2(os.path.join(self.cwd, path), copy, follow_symlinks=False)
+                self.copy(os.path.join(self.cwd, path), copy)
         self.seen = now
 
     def restore(self, number: int, log: SessionLog | None) -> Tuple[Tuple[str, ...], str | None]:
@@ -6111,7 +6109,6 @@ class ProtectedPaths:
         midway) beside the session's logs (--no-log: in the private directory, named in
         the reason); the paths, sorted, and where its versions are (None: none changed)."""
         import filecmp
-        import shutil
         keep_in = os.path.join(self.copies, "agent", str(number))
         if log:
             keep_in = os.path.join(log.files.directory, log.files.base + "-protected", str(number))
@@ -6125,17 +6122,13 @@ class ProtectedPaths:
         try:
             for path in changed:
                 if path in now:
-                    os.makedirs(os.path.dirname(os.path.join(keep_in, path)), exist_ok=True)
-                    shutil.copy2(os.path.join(self.cwd, path), os.path.join(keep_in, path),
-                                 follow_symlinks=False)
+                    self.copy(os.path.join(self.cwd, path), os.path.join(keep_in, path))
             for path in changed:  # each put back whole: a copy beside it, renamed over it
                 here = os.path.join(self.cwd, path)
                 if path not in self.seen:
                     os.unlink(here)
                     continue
-                os.makedirs(os.path.dirname(here), exist_ok=True)
-                shutil.copy2(os.path.join(self.copies, "files", path), here + ".rooda-restore",
-                             follow_symlinks=False)
+                self.copy(os.path.join(self.copies, "files", path), here + ".rooda-restore")
                 os.replace(here + ".rooda-restore", here)
         except OSError as exc:  # (a file made a directory, a full disk: the run stops, saying so)
             raise RoodaError("cannot put back the protected %s: %s" % (exc.filename, exc.strerror)) from None
@@ -6175,6 +6168,16 @@ class GateRunner:
         if self.progress:
             self.progress.end()
 
+    def shell(self, command: str, limits: Limits, env: Env | None = None, ticker: Ticker | None = None,
+              on_output: Sink | None = None, on_stderr: Sink | None = None) -> AgentResult:
+        """Run a gate (or `notify`) command with `sh -c` in the run directory under the run's
+        guard, stdin empty; the result keeps the last 8 KiB of its output."""
+        tail = _Tail(FEEDBACK_TAIL_BYTES * 4)
+        result = run_agent(["sh", "-c", command], "", env=env, cwd=self.plan.cwd, guard=self.guard,
+                           limits=limits, on_stdout=_tee(tail, on_output), on_stderr=_tee(tail, on_stderr),
+                           ticker=ticker)
+        return result.replace(output=tail.bytes())
+
     def gate(self, gate: str, command: str, run: str = "") -> AgentResult:
         """Run a gate, showing its output in verbose mode and logging it; announced when
         it takes long or fails (SPEC 5 rev 2), and always as verify's `baseline` (SPEC 20).
@@ -6187,10 +6190,9 @@ class GateRunner:
             self.log.gate_start(shown, command)
         ticker = self.step("%s: %s" % (shown, _one_line(command, 60)))
         try:
-            result = run_gate(command, cwd=plan.cwd, guard=self.guard, ticker=ticker,
-                              limits=Limits(timeout=plan.gate_timeout, grace=plan.kill_grace),
-                              on_output=_tee(self.stdout_sink, self.log_sink),
-                              on_stderr=_tee(self.stderr_sink, self.log_sink))
+            result = self.shell(command, Limits(timeout=plan.gate_timeout, grace=plan.kill_grace),
+                                ticker=ticker, on_output=_tee(self.stdout_sink, self.log_sink),
+                                on_stderr=_tee(self.stderr_sink, self.log_sink))
         finally:
             self.end_step()
         said = _last_line(result.output, ()) if gate == GATE_VERIFY else ""
@@ -6396,7 +6398,7 @@ class GateRunner:
         for marker in self.markers:
             text = text.replace(marker, "")
         summary = _one_line(text, 72) or "iteration %d" % attempt.number
-        subject = (plan.gates.message or DEFAULT_COMMIT_MESSAGE).replace("{procedure}", plan.procedure)
+        subject = plan.gates.message.replace("{procedure}", plan.procedure)
         subject = subject.replace("{iteration}", str(attempt.number)).replace("{summary}", summary)
         usage = ", ".join(describe_usage(report.usage or {}, brief=True)) or "not reported"
         return [subject, "Rooda-Session: %s\nRooda-Iteration: %s\nRooda-Usage: %s" % (
@@ -6477,8 +6479,7 @@ class GateRunner:
         env.update((name, clean(value)[:FEEDBACK_TAIL_BYTES]) for name, value in env.items()
                    if name.startswith("ROODA_"))
         late = self.guard is not None and self.guard.signum is not None
-        result = run_gate(plan.notify, env=env, cwd=plan.cwd, guard=self.guard,
-                          limits=Limits(timeout=5 if late else 30, grace=1, after_signal=late))
+        result = self.shell(plan.notify, Limits(timeout=5 if late else 30, grace=1, after_signal=late), env)
         if result.exit_code != 0 and self.progress:
             said = telling_line(_decode(result.output))
             self.progress.warn("notify: `%s` %s%s" % (_one_line(plan.notify, 80), "did not finish in time"
@@ -6506,7 +6507,7 @@ class Outlet:
     closing = False
     broken = False                 # the reader went away for good (EPIPE)
     dropped = 0                    # bytes dropped since the reader last read
-    on_trouble: Callable[[str], None] | None = None
+    on_trouble: Say | None = None
     logged = True                  # a session log keeps what is dropped here
 
     def __init__(self, stream: TextIO, name: str) -> None:
@@ -6669,6 +6670,9 @@ class Progress:
     ticker, fired by whatever the loop waits in, drives both. Quiet prints only ERROR
     lines, warnings and the interruption line."""
 
+    activity: Activity | None = None
+    on_tick: Callable[[], None] | None = None  # the run's live activity file
+
     def __init__(self, err: Outlet, verbosity: int = NORMAL, color: bool = False,
                  heartbeat: float = 0, ticking: bool = False) -> None:
         import threading
@@ -6682,8 +6686,6 @@ class Progress:
         # `ticking`: something else wants the tick too (the run's live activity file).
         wanted = self.live or self.heartbeat or ticking
         self.ticker = Ticker(STATUS_LINE_SECONDS, self._tick) if wanted else None
-        self.activity: Activity | None = None
-        self.on_tick: Callable[[], None] | None = None  # the run's live activity file
         self.last_line, self.drawn = time.monotonic(), False
         # Reentrant: a warning from the outlet (its reader stopped) may come while a line
         # is being written under this lock, by the same thread.
@@ -6817,7 +6819,7 @@ class LoopState:
     same_error = 0                 # consecutive failures with one fingerprint
     fingerprint: str | None = None
     unchanged = 0                  # consecutive iterations that changed nothing
-    last_reason: Tuple[str, str] | None = None  # ("exit 1", "API Error: ...")
+    last_reason: Reason | None = None  # ("exit 1", "API Error: ...")
     waits = 0                      # consecutive attempts the provider stopped
     waits_since: float | None = None  # when the first of them ended
     waiting: Wait | None = None    # the wait under way (a signal may come during it)
@@ -6831,7 +6833,7 @@ class LoopState:
         self.started, self.started_wall = time.monotonic(), time.time()
         self.stuck_excerpt: List[str] = []
         self.usage: Fields = {}     # the run's totals of what the agent reported
-        self.windows: Dict[str, tuple] = {}  # each subscription window's last reading (SPEC 18)
+        self.windows: Readings = {}  # each subscription window's last reading (SPEC 18)
 
     @property
     def status(self) -> str:
@@ -6859,7 +6861,7 @@ class _Attempt:
     git_problem: str | None = None
     outcome = ""
     cause: str | None = None
-    reason: Tuple[str, str] | None = None  # the cause in words: ("exit 1", "<its line>")
+    reason: Reason | None = None  # the cause in words: ("exit 1", "<its line>")
     explanation = ""                       # the agent's own, when it signalled FAILURE
     error_kind: str | None = None          # the typed kind of the error its CLI reported
     restored: Tuple[str, ...] = ()         # the protected paths put back (SPEC 22), and where
@@ -7045,8 +7047,7 @@ class _Run:
         sinks = (self.gates.stdout_sink, self.gates.stderr_sink, self.gates.log_sink)
         reader = make_reader(plan, self.agent.format, attempt.prompt, sinks,
                              self.log.write_agent_stream if self.log else None, self.progress.warn)
-        env = dict(self.agent_env)
-        env["ROODA_ITERATION"] = str(attempt.number)
+        env = dict(self.agent_env, ROODA_ITERATION=str(attempt.number))
         cli = self.agent.cli
         left = None if plan.max_cost is None else plan.max_cost - self.state.usage.get("cost_usd", 0)
         argv, schema = agent_argv(self.agent.argv, cli, left, plan.verdict == "schema")
@@ -7063,7 +7064,7 @@ class _Run:
             if schema:
                 with _suppress(OSError):
                     os.unlink(schema)
-        readings, attempt.report = left_behind(cli, reader.session, env, reader.finish(result))
+        readings, attempt.report = left_behind(cli, reader.session, env, reader.finish())
         report = attempt.report
         note_windows(self.state.windows, list(reader.windows) + readings, self.log, self.owner)
         if report.usage:
@@ -7164,7 +7165,7 @@ class _Run:
             self.cost_unknown_said = True
             progress.warn("iteration %d: the agent reported no cost, so max_cost cannot be"
                           " checked against it" % number)
-        self.log_end(attempt, outcome, "%s: %s" % attempt.reason if attempt.reason else None)
+        self.log_end(attempt, outcome)
 
     def completed(self, attempt: _Attempt, detail: str) -> None:
         """`Iteration 3/10 completed in 2m13s (failure, consecutive: 1/3) · 41.2k tokens`."""
@@ -7199,7 +7200,7 @@ class _Run:
         state.waits, state.cut_short = state.waits + 1, True
         self.completed(attempt, self.progress.outcome(attempt.outcome))
         self.progress.indented("  %s: %s" % attempt.reason)
-        self.log_end(attempt, attempt.outcome, "%s: %s" % attempt.reason)
+        self.log_end(attempt, attempt.outcome)
         state.last_reason = attempt.reason
         return self.hold(provider_wait(trouble), attempt.number)
 
@@ -7225,9 +7226,11 @@ class _Run:
         state.waiting = None
         return True
 
-    def log_end(self, attempt: _Attempt, outcome: str, reason: str | None = None) -> None:
-        """The iteration's footer in the .log and its iteration_end event (and `notify`)."""
+    def log_end(self, attempt: _Attempt, outcome: str) -> None:
+        """The iteration's footer in the .log and its iteration_end event (and `notify`), with
+        its reason (none when interrupted: the reason is the last thing judge finds)."""
         result, report = attempt.result, attempt.report
+        reason = "%s: %s" % attempt.reason if attempt.reason else None
         if outcome != OUTCOME_INTERRUPTED:
             self.gates.notify("iteration_end", outcome, reason or "", attempt.number, self.state)
         if not self.log or not result or not report:
@@ -7333,8 +7336,8 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
     state, agent = run.state, run.agent
     cap = "unlimited" if plan.max_iterations is None else "max " + plural(plan.max_iterations, "iteration")
     if resumed:
-        state.finished, state.failures = resumed["finished"], resumed["failures"]
-        state.consecutive_failures, state.usage = resumed["consecutive"], dict(resumed["usage"])
+        state.finished, state.failures = resumed["iterations"], resumed["failures"]
+        state.consecutive_failures, state.usage = resumed["consecutive_failures"], dict(resumed["usage"])
         said = resumed.get("baseline")  # (none yet: it runs now)
         state.baseline = Baseline(plan.verify or "", said["exit_code"], said["line"]) if said else None
         state.counts = (said["counts"], "before iteration 1") if said and said.get("counts") else None
@@ -7705,7 +7708,7 @@ def report_html(reports: Sequence[Fields], now: float) -> str:
     for report in reports:
         row = {key: escape(value) for key, value in glance(report).items()}
         out.append(_tag("td", ('<span class=badge style="background:%s">%s</span>' % (
-            STATUS_LOOK.get(glance(report)["status"], "#a05a00"), row["status"]),
+            STATUS_LOOK.get(row["status"], "#a05a00"), row["status"]),  # (a status word escapes as itself)
             "%s<br><span class=muted>%s</span>" % (row["where"], row["procedure"]), row["when"],
             row["attempts"] + "<br><span class=muted>%s</span>" % row["guarded"] * bool(row["guarded"]),
             ("num", "%s<br>%s" % (row["cost"], row["commits"])), ("wide", row["verify"] or "-"),
@@ -7957,8 +7960,7 @@ def resolve_max_iterations(options: Any, positional: str | None, procedure_name:
         return procedure["default_max_iterations"], config.where(own + ("default_max_iterations",))
     if procedure.get("iteration_mode") != "max-iterations" and config.loop("iteration_mode") == "unlimited":
         return None, config.where(("loop", "iteration_mode"))
-    return config.loop("default_max_iterations") or DEFAULT_MAX_ITERATIONS, \
-        config.where(("loop", "default_max_iterations"))
+    return config.loop("default_max_iterations"), config.where(("loop", "default_max_iterations"))
 
 
 def _read_context(values: Sequence[str], cwd: str) -> List[str]:
@@ -8019,7 +8021,8 @@ def plan_run(options: Any, config: Config, procedure_name: str,
     (then the failure threshold too, so that one failed ad-hoc run exits 1)."""
     procedure = config.procedure(procedure_name) if prompt_file is None else {}
     cwd = os.getcwd()
-    settings, sources = _resolve_settings(options, config, procedure_name if prompt_file is None else "")
+    # (`prompt <file>` plans under the name `prompt`, which no procedure may take: it finds none)
+    settings, sources = _resolve_settings(options, config, procedure_name)
     fragments = {}
     for phase in PHASES if prompt_file is None else ():
         override = getattr(options, phase)
@@ -8044,21 +8047,17 @@ def plan_run(options: Any, config: Config, procedure_name: str,
     else:
         verbosity = VERBOSE if settings["show_ai_output"] else LOG_LEVELS.get(settings["log_level"], NORMAL)
         sources["verbosity"] = sources["show_ai_output" if settings["show_ai_output"] else "log_level"]
-    signals = dict(BUILTIN_LOOP["signals"], **(config.loop("signals") or {}))
-    env = {name: _scalar_text(value) for scope in (config.loop("env") or {}, procedure.get("env") or {})
+    signals = dict(BUILTIN_LOOP["signals"], **config.loop("signals"))  # (a tier may unset one kind)
+    env = {name: _scalar_text(value) for scope in (config.loop("env"), procedure.get("env") or {})
            for name, value in scope.items()}  # the procedure's variables over the loop's
     max_iterations, sources["max_iterations"] = resolve_max_iterations(
         options, positional, procedure_name, config, prompt=prompt_file is not None)
-    agent = resolve_agent(config, procedure_name if prompt_file is None else None,
-                          options.ai_cmd, options.ai_cmd_alias, options.ai_format)
+    agent = resolve_agent(config, procedure_name, options.ai_cmd, options.ai_cmd_alias, options.ai_format)
     sources["agent"] = agent.origin if agent else (TIER_BUILTIN, None, None)
-    stuck, git_settings = settings["stuck"] or {}, settings["git"] or {}
-    gates = Gates(
+    gates = Gates(  # (the mappings' keys and types were checked with the config)
         requires=list(procedure.get("requires") or ()),
         requires_hint="; " + procedure["requires_hint"] if procedure.get("requires_hint") else "",
-        same_error=stuck.get("same_error"), no_change=stuck.get("no_change"),
-        commit=bool(git_settings.get("commit")), push=bool(git_settings.get("push")),
-        message=git_settings.get("message"))
+        **(settings["stuck"] or {}), **(settings["git"] or {}))
     if options.no_log:
         log_dir, sources["log_dir"] = None, (TIER_FLAG, "--no-log", None)
     elif options.log_dir:
@@ -8066,7 +8065,6 @@ def plan_run(options: Any, config: Config, procedure_name: str,
         sources["log_dir"] = (TIER_FLAG, "--log-dir", None)
     else:
         log_dir = os.path.join(ROODA_DIR, settings["log_dir"])  # built-in: beside rooda.py
-    settings["failure_threshold"] = int(settings["failure_threshold"])
     if prompt_file is not None and max_iterations == 1 and options.failure_threshold is None:
         settings["failure_threshold"] = 1
         sources["failure_threshold"] = (TIER_BUILTIN, "prompt, one iteration", None)
@@ -8293,9 +8291,9 @@ def command_list(options: Any) -> int:
     return 0
 
 
-def _wrap(text: str, indent: str = "  ") -> str:
+def _wrap(text: str) -> str:
     import textwrap
-    return textwrap.fill(" ".join(text.split()), 88, initial_indent=indent, subsequent_indent=indent)
+    return textwrap.fill(" ".join(text.split()), 88, initial_indent="  ", subsequent_indent="  ")
 
 
 def command_info(options: Any, name: str) -> int:
@@ -8310,8 +8308,7 @@ def command_info(options: Any, name: str) -> int:
         out.append(_wrap(procedure["summary"]))
     if procedure.get("description"):
         out += ["", _wrap(procedure["description"])]
-    out += ["", "defined in: %s%s (%s)" % (where or "rooda.py", ":%d" % line if line else "", tier), "",
-            "phases:"]
+    out += ["", "defined in: %s (%s)" % (_located(where or "rooda.py", line), tier), "", "phases:"]
     for phase in PHASES:
         out.append("  %s" % phase)
         for fragment in plan.fragments[phase]:
@@ -8335,7 +8332,7 @@ def command_info(options: Any, name: str) -> int:
     return 0
 
 
-def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan: RunPlan | None,
+def _doctor_agent(report: Report, agent: AgentCommand, plan: RunPlan | None,
                   cwd: str) -> None:
     """doctor's checks of the agent: its program, its CLI's known pitfalls, its credentials
     and who pays with them (SPEC 16), and what max_cost can do with it."""
@@ -8377,7 +8374,7 @@ def _doctor_agent(report: Callable[[str, str], None], agent: AgentCommand, plan:
             " (on macOS a login kept in the keychain is not seen here)" if sys.platform == "darwin" else ""))
 
 
-def _doctor_git(report: Callable[[str, str], None], plan: RunPlan, cwd: str) -> None:
+def _doctor_git(report: Report, plan: RunPlan, cwd: str) -> None:
     """doctor's checks of git: the repository the gates need, who commits, where a push
     goes, and what the first commit would sweep in."""
     gates = plan.gates
@@ -8408,15 +8405,16 @@ def _doctor_git(report: Callable[[str, str], None], plan: RunPlan, cwd: str) -> 
                               % ", ".join(untracked[:10]))
 
 
-def _doctor_guards(report: Callable[[str, str], None], plan: RunPlan, cwd: str) -> None:
+def _doctor_guards(report: Report, plan: RunPlan, cwd: str) -> None:
     """doctor's lines for SPEC 22: what is protected and its size, the test counts the
     last baseline here printed (what verify is held to), and keep."""
     if plan.protect:
         guarded = ProtectedPaths(plan.replace(repo=find_repository(cwd)[0]), GateRunner(plan).git)
-        size = sum(signature[1] for signature in guarded.scan().values())
+        found = guarded.scan()
         guarded.close()
+        size = sum(signature[1] for signature in found.values())
         report("warning" if size > 50e6 else "ok", "protect: %s (%s, %s)%s" % (
-            ", ".join(plan.protect), plural(len(guarded.seen or guarded.scan()), "file"), format_bytes(size),
+            ", ".join(plan.protect), plural(len(found), "file"), format_bytes(size),
             "; over 50 MB: each changed one is copied before an iteration" * (size > 50e6)))
         if ":rooda" not in plan.protect:
             report("warning", "protect: the list leaves out :rooda: the agent may change rooda's own files")
@@ -8558,11 +8556,7 @@ def command_vendor(options: Any, directory: str) -> int:
     if os.path.realpath(target) == os.path.realpath(ROODA_DIR):
         raise RoodaError("vendor: %s is this copy of rooda itself" % target)
     manifest_path = os.path.join(target, VENDOR_MANIFEST)
-    try:
-        with open(manifest_path) as stream:
-            old: Dict[str, str] = _mapping(_mapping(json.load(stream)).get("files"))
-    except (OSError, ValueError):
-        old = {}
+    old: Dict[str, str] = _mapping(_read_json(manifest_path).get("files"))
     # rooda.py, its config, prompts/** and the README: a locked-down machine has no web,
     # and the documentation must travel with the code it documents.
     vendored = ["rooda.py", "rooda-config.json"] + [
@@ -8630,7 +8624,7 @@ def _status_text(summary: Fields, cwd: str, now: float) -> str:
     held = waiting.holds  # (before the next iteration)
     number = "%s%s" % ((summary["iterations"] or 0) + 1 if held else summary["iteration"] or 1,
                        "/%d" % cap if cap else "")
-    until = parse_iso_time(summary["waiting_until"]) if summary["waiting_until"] else None
+    until = parse_iso_time(summary["waiting_until"])
     under_way = "iteration %s under way" % number
     if until is not None:
         under_way = "waiting for %s until %s (%s left); iteration %s %s then" % (
@@ -8674,7 +8668,7 @@ def _status_row(summary: Fields) -> str:
     """One line of `status --all`: start, procedure, iterations, status, duration, cost,
     why it ended (else the last failure's reason), and where it ran (many loops may
     share a log directory, SPEC 19); `?` for what the tail did not hold."""
-    started = parse_iso_time(summary["started"]) if summary["started"] else None
+    started = parse_iso_time(summary["started"])
     cap, cost = summary["max_iterations"], (summary["usage"] or {}).get("cost_usd")
     spent = "?" if summary["successes"] is None else "-"  # (the tail did not say; nothing reported)
     if cost is not None:
@@ -8683,7 +8677,7 @@ def _status_row(summary: Fields) -> str:
     if summary["last_failure"] and (not why or summary["state"] == RUN_DIED):
         why += "; " * bool(why) + "last failure: " + summary["last_failure"]
     return "%s  %-12s  %7s  %-11s  %9s  %6s  %s%s" % (
-        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "?" * 19,
+        local_time(started) if started else "?" * 19,
         clean(str(summary["procedure"])), "%d%s" % (summary["iterations"], "/%d" % cap if cap else ""),
         summary["status"] if summary["state"] == RUN_ENDED else summary["state"],
         format_duration(summary["elapsed_seconds"] or 0), spent, _one_line(why, REASON_CHARS),
@@ -8752,8 +8746,7 @@ def command_report(options: Any) -> int:
     elif not (options.all or named):
         sessions = sessions[:1]
     if not sessions:
-        sys.stderr.write("rooda: no session in %s started since %s\n" % (
-            _display_path(directory, os.getcwd()), local_time(options.since)))
+        sys.stderr.write("rooda: no session in %s started since %s\n" % (shown, local_time(options.since)))
         return 1
     now = time.time()
     reports = [session_report(path, now, directory) for path in reversed(sessions)]  # (oldest first)
@@ -8837,14 +8830,13 @@ def command_resume(options: Any) -> int:
     if not argv:
         raise RoodaError("%s does not say how it was started (an older rooda wrote it); start a new run"
                          " instead" % shown)
-    usage = {name: value for name, value in (summary["usage"] or {}).items() if value is not None}
     files = SessionFiles.of(path)
     assert files
-    point = {"session": files.base, "lock": locked, "finished": summary["iterations"], "usage": usage,
-             "failures": summary["failures"], "consecutive": summary["consecutive_failures"],
-             "seconds": summary["elapsed_seconds"] or 0.0, "baseline": summary["baseline"],
-             "kept": summary["kept"], "kept_verify": summary["kept_verify"]}
-    prompt, point["previous"] = _resume_context(events)
+    prompt, previous = _resume_context(events)
+    # What the session carries over (run_loop): its summary, its base name and lock, the usage known.
+    point = dict(summary, session=files.base, lock=locked, previous=previous,
+                 seconds=summary["elapsed_seconds"] or 0.0,
+                 usage={name: value for name, value in (summary["usage"] or {}).items() if value is not None})
     own, at = list(options.argv), 0  # its own options: its words taken out by position, not value
     for word in ("resume",) + tuple(options.words):
         with _suppress(ValueError):
