@@ -283,16 +283,22 @@ def test_keep_better_needs_verify_and_a_repository(workspace, agent, tmp_path):
 MANY = 1500
 
 
+def many_files(workspace, agent, name, was, becomes, more=""):
+    """MANY files `name % n` holding `was`, and the agent command that changes each to
+    `becomes` (then runs `more`) before the fake agent runs."""
+    for number in range(MANY):
+        (workspace / (name % number)).write_text("%s %d\n" % (was, number))
+    script = "".join("open('%s', 'w').write('%s %d\\n')\n" % (name % n, becomes, n) for n in range(MANY))
+    (workspace / "change.py").write_text(script + more)
+    return "sh -c '%s change.py; %s'" % (sys.executable, agent.cmd)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_an_interruption_mid_restore_of_protected_paths_loses_nothing(workspace, agent, tmp_path, signum):
     make_repo(workspace)
     (workspace / "tests").mkdir()
-    for number in range(MANY):
-        (workspace / "tests" / ("t%04d.py" % number)).write_text("original %d\n" % number)
+    cmd = many_files(workspace, agent, "tests/t%04d.py", "original", "agent")
     write_config(workspace, {"loop": {"protect": ["tests/**"]}})
-    script = "".join("open('tests/t%04d.py', 'w').write('agent %d\\n')\n" % (n, n) for n in range(MANY))
-    (workspace / "change.py").write_text(script)
-    cmd = "sh -c '%s change.py; %s'" % (sys.executable, agent.cmd)
     logs = tmp_path / "logs"
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "rooda.py"), "build", "-n", "1", "--ai-cmd", cmd,
                              "--log-dir", str(logs)], cwd=str(workspace), env=dict(os.environ, **agent.env),
@@ -320,13 +326,9 @@ def test_an_interruption_mid_restore_of_protected_paths_loses_nothing(workspace,
 def test_an_interruption_mid_set_aside_leaves_the_attempt_under_its_ref(workspace, agent, tmp_path, signum):
     make_repo(workspace)
     (workspace / "files").mkdir()
-    for number in range(MANY):
-        (workspace / "files" / ("f%04d.txt" % number)).write_text("best %d\n" % number)
+    cmd = many_files(workspace, agent, "files/f%04d.txt", "best", "worse", "open('broken', 'w').write('x')\n")
     git(workspace, "add", "-A")
     git(workspace, "commit", "-qm", "files")
-    script = "".join("open('files/f%04d.txt', 'w').write('worse %d\\n')\n" % (n, n) for n in range(MANY))
-    (workspace / "change.py").write_text(script + "open('broken', 'w').write('x')\n")
-    cmd = "sh -c '%s change.py; %s'" % (sys.executable, agent.cmd)
     logs = tmp_path / "logs"
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "rooda.py"), "build", "-n", "1", "--ai-cmd", cmd,
                              "--verify", "test ! -e broken", "--keep", "better", "--log-dir", str(logs)],
