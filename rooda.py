@@ -6317,11 +6317,15 @@ class GateRunner:
 
     def keep(self, attempt: _Attempt | None, state: LoopState) -> None:
         """keep: better's best state (SPEC 22): before iteration 1, and after each attempt
-        that was kept and verified (after its commit)."""
-        if self.plan.keep == "better" and (attempt is None or (attempt.check and not attempt.set_aside)):
+        kept -- not set aside -- (after its commit). One verify did not judge (a protected
+        path put back, a timeout) keeps the result known: its other work stays the best
+        state's, not taken out of the tree by the next attempt set aside."""
+        if self.plan.keep == "better" and not (attempt and attempt.set_aside):
             label = "after iteration %d" % attempt.number if attempt else "before iteration 1"
-            result = verify_result(attempt.check) if attempt and attempt.check else None
-            if attempt is None and state.baseline:
+            result = state.best.result if state.best else None
+            if attempt and attempt.check:
+                result = verify_result(attempt.check)
+            elif attempt is None and state.baseline:
                 result = verify_result(AgentResult(state.baseline.exit_code, output=state.baseline.output))
             state.best = Best(*self.snapshot("rooda: the best state, " + label), result)
             if attempt:

@@ -256,6 +256,26 @@ def test_a_worse_attempt_is_set_aside_under_a_ref_and_the_tree_put_back(workspac
     assert git(workspace, "show", summary["kept"] + ":app.py") == "v2\n"
 
 
+def test_the_work_of_an_attempt_verify_did_not_judge_stays_when_a_later_one_is_set_aside(workspace, agent,
+                                                                                          tmp_path):
+    # (its protected change put back, the rest of its work was the best state's: a later
+    # attempt set aside took notes.txt out of the tree -- kept only under that ref)
+    make_repo(workspace)
+    verify = counting_verify(workspace)
+    write_config(workspace, {"loop": {"protect": ["Makefile"]}})
+    agent.script({"actions": [{"write_file": "a.txt", "text": "a"}]},
+                 {"actions": [{"write_file": "Makefile", "text": "all:\n"}, {"write_file": "notes.txt",
+                                                                           "text": "notes\n"}]},
+                 {"actions": [{"write_file": "tests/fail_new.py", "text": ""}]})
+    code, err = rooda_in(workspace, agent, "build", "-n", "3", "--ai-cmd", agent.cmd, "--verify", verify,
+                         "--keep", "better", "--log-dir", tmp_path / "logs")
+    assert code == 0, err
+    first, second, third = ends(session_events(tmp_path / "logs"))
+    assert (second["cause"], third["cause"]) == ("protected", "worse") and second["kept"]
+    assert (workspace / "notes.txt").read_text() == "notes\n" and not (workspace / "Makefile").exists()
+    assert not (workspace / "tests" / "fail_new.py").exists()
+
+
 def test_a_flaky_failure_confirmed_by_a_second_run_sets_nothing_aside(workspace, agent, tmp_path):
     make_repo(workspace)
     flaky = tmp_path / "flaky"
