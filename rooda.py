@@ -53,6 +53,7 @@ import json
 import os
 import re
 import signal
+import stat
 import time
 from types import MappingProxyType  # (a table row's read-only mapping)
 
@@ -3253,6 +3254,7 @@ class AgentResult(Record):
     interrupted: int | None = None  # the signal (to rooda) that interrupted the run
     seconds: float = 0.0
     output: bytes = b""             # a gate's last 8 KiB
+    counts: Fields | None = None    # a gate's test counts (SPEC 22), read from its whole output
 
 
 class _Spawned:
@@ -4718,6 +4720,8 @@ def find_provider_trouble(report: StreamReport, exit_code: int, success_said: bo
         if status and 500 <= status <= 599:
             by_status = CAUSE_OUTAGE
         cause, words, _ = provider_words(message)
+        if typed == "" and by_status is None:
+            typed = None  # (a kind its HTTP status decides, given none: as if absent)
         if typed is not None:  # a kind its row knows: its words may drift, its kinds do not
             cause = typed or by_status
         elif by_status in (CAUSE_AUTH, CAUSE_BILLING):
@@ -5944,7 +5948,8 @@ def verify_fingerprint(output: bytes) -> str:
 _COUNT_LINES = (
     ("gotestsum", r"^DONE (?P<total>\d+) tests?(?P<items>(?:, \d+ \w+)*) in "),
     ("pytest", r"^=* ?(?P<items>(?:\d+ \w+(?:, )?)+|no tests ran) in [\d.]+s\b"),
-    ("unittest", r"^Ran (?P<total>\d+) tests? in [\d.]+s *\n *\n(?:OK|FAILED)(?: \((?P<items>[^)]*)\))?"),
+    ("unittest", r"^Ran (?P<total>\d+) tests? in [\d.]+s *\n(?: *\n)?(?:OK|FAILED)"
+                 r"(?: \((?P<items>[^)]*)\))?"),
     ("go", r"^ *--- (?P<items>PASS|FAIL|SKIP): "),
     ("cargo", r"^test result: \w+\. (?P<items>\d+ passed; \d+ failed; \d+ ignored; \d+ measured;"
               r" \d+ filtered)"),
@@ -5956,6 +5961,31 @@ _FAILED_WORDS = {"failed", "fail", "failure", "failures", "error", "errors"}
 _SKIPPED_WORDS = {"skipped", "skip", "deselected", "ignored", "filtered", "todo"}
 _RAN_WORDS = _FAILED_WORDS | {"passed", "pass", "xfailed", "xpassed", "measured", "expected failures",
                               "unexpected successes"}
+
+
+# The lines a runner's summary may be on (each of _COUNT_LINES' passes): a verify's whole
+# output is kept to these, not to its 8 KiB tail, which holds fewer `--- PASS` lines the
+# longer the tests' names are (a rename would look like a drop).
+_COUNT_HINT = re.compile(rb"\d+ (?:tests?|passed|failed)|no tests ran| in [\d.]+ ?s\b|\b(?:OK|FAILED)\b|"
+                         rb"--- (?:PASS|FAIL|SKIP): |test result: |Tests[: ]")
+
+
+class CountedLines:
+    """A gate's stream kept to its _COUNT_HINT lines, the whole stream through (the last
+    4 MiB of them at most): where test_counts reads."""
+
+    def __init__(self) -> None:
+        self.partial, self.lines = b"", _Tail(4 << 20)
+
+    def __call__(self, chunk: bytes) -> None:
+        *whole, partial = (self.partial + chunk).split(b"\n")
+        self.partial = partial[-4096:]  # (a summary is short: a line with no end past this is none)
+        for line in whole:
+            if _COUNT_HINT.search(line):
+                self.lines(line + b"\n")
+
+    def text(self) -> bytes:
+        return self.lines.bytes() + self.partial
 
 
 def test_counts(output: bytes) -> Fields | None:
@@ -5984,8 +6014,7 @@ def test_counts(output: bytes) -> Fields | None:
 def verify_result(check: AgentResult) -> tuple:
     """A verify run as SPEC 22 weighs it: (passed, tests failed, run, skipped), or
     (passed,) where its runner printed no counts."""
-    counts = test_counts(check.output)
-    passed = check.exit_code == 0
+    counts, passed = check.counts, check.exit_code == 0
     return (passed, counts["failed"], counts["run"], counts["skipped"]) if counts else (passed,)
 
 
@@ -6078,10 +6107,12 @@ class ProtectedPaths:
                 continue  # (the log directory is never rooda's to guard)
             with _suppress(OSError):
                 info = os.lstat(os.path.join(self.cwd, path))
-                found[path] = (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+                if not stat.S_ISDIR(info.st_mode):  # (a directory named: its files, found in the walk)
+                    found[path] = (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns,
+                                   info.st_ino)
         asked = [path for path in found if path not in self.ignored]
         if asked and self.repo:  # (git says which are ignored, once each: they are not rooda's to guard)
-            said = self.run_git(["check-ignore", "-z", "--stdin"], stdin="\0".join(asked) + "\0")
+            said = self.run_git(["check-ignore", "-z", "--stdin"], stdin="\0".join(asked) + "\0", finish=True)
             self.ignored.update(dict.fromkeys(asked, False), **dict.fromkeys(said.out.split("\0"), True))
         return {path: signature for path, signature in found.items() if not self.ignored.get(path)}
 
@@ -6172,11 +6203,11 @@ class GateRunner:
               on_output: Sink | None = None, on_stderr: Sink | None = None) -> AgentResult:
         """Run a gate (or `notify`) command with `sh -c` in the run directory under the run's
         guard, stdin empty; the result keeps the last 8 KiB of its output."""
-        tail = _Tail(FEEDBACK_TAIL_BYTES * 4)
+        tail, out, err = _Tail(FEEDBACK_TAIL_BYTES * 4), CountedLines(), CountedLines()
         result = run_agent(["sh", "-c", command], "", env=env, cwd=self.plan.cwd, guard=self.guard,
-                           limits=limits, on_stdout=_tee(tail, on_output), on_stderr=_tee(tail, on_stderr),
-                           ticker=ticker)
-        return result.replace(output=tail.bytes())
+                           limits=limits, on_stdout=_tee(tail, out, on_output),
+                           on_stderr=_tee(tail, err, on_stderr), ticker=ticker)
+        return result.replace(output=tail.bytes(), counts=test_counts(out.text() + err.text()))
 
     def gate(self, gate: str, command: str, run: str = "") -> AgentResult:
         """Run a gate, showing its output in verbose mode and logging it; announced when
@@ -6203,7 +6234,7 @@ class GateRunner:
         if self.log:  # (a verify's telling line and test counts, SPEC 20 and 22)
             more: Dict[str, object] = {run: True} if run else {}
             if gate == GATE_VERIFY:
-                more.update(line=said, counts=test_counts(result.output))
+                more.update(line=said, counts=result.counts)
             self.log.gate_end(gate, command, result.exit_code, result.seconds, **more)
         if result.timed_out:
             progress.warn("%s: `%s` did not finish within %s and was stopped"
@@ -6240,8 +6271,7 @@ class GateRunner:
         fingerprint = verify_fingerprint(result.output) if failed else None
         state.baseline = baseline = Baseline(plan.verify, result.exit_code, verify_words(result)[1],
                                              result.output, fingerprint)
-        counts = test_counts(result.output)
-        state.counts = (counts, "before iteration 1") if counts else None
+        state.counts = (result.counts, "before iteration 1") if result.counts else None
         if result.exit_code:
             state.previous, state.fingerprint = baseline, baseline.fingerprint
             state.same_error = int(baseline.fingerprint is not None)
@@ -6285,7 +6315,7 @@ class GateRunner:
         plan = self.plan
         assert plan.verify and attempt.report and self.progress
         attempt.check = check = self.gate(GATE_VERIFY, plan.verify)
-        attempt.verified, counts = check.exit_code == 0, test_counts(check.output)
+        attempt.verified, counts = check.exit_code == 0, check.counts
         said, when = state.counts if state.counts and plan.test_counts == "guard" else (None, "")
         drop, verb = "", ("failed", "passed")[attempt.verified]
         if said and counts is None:
@@ -6310,8 +6340,8 @@ class GateRunner:
                 attempt.set_aside = self.set_aside(attempt.number, best)
                 attempt.worse = "verify %s → %s; set aside as %s" % (
                     result_words(best.result), result_words(verify_result(again)), attempt.set_aside)
-            else:
-                attempt.check, attempt.verified = again, again.exit_code == 0
+            else:  # (the run kept: a drop of its counts rejected a SUCCESS, as it would have)
+                attempt.check, attempt.verified = again, again.exit_code == 0 and not attempt.drop
         if not attempt.verified:
             attempt.feedback, attempt.source = attempt.check.output, "the verifier's (`%s`)" % plan.verify
 
@@ -6326,7 +6356,8 @@ class GateRunner:
             if attempt and attempt.check:
                 result = verify_result(attempt.check)
             elif attempt is None and state.baseline:
-                result = verify_result(AgentResult(state.baseline.exit_code, output=state.baseline.output))
+                result = verify_result(AgentResult(state.baseline.exit_code,
+                                                   counts=state.counts[0] if state.counts else None))
             state.best = Best(*self.snapshot("rooda: the best state, " + label), result)
             if attempt:
                 attempt.kept = state.best.commit
@@ -6358,7 +6389,11 @@ class GateRunner:
         """An attempt worse than the best state (SPEC 22): its whole work tree kept under
         refs/rooda/attempts/<session>/<iteration>, then the work tree and index under the
         run directory put back to the best state (the files it added removed: they are in
-        the ref). The ref comes first: killed midway, nothing is lost. Returns the ref."""
+        the ref), and a branch the agent moved by committing put back where it was (its
+        commits are the ref's history). The ref comes first: killed midway, nothing is
+        lost. Returns the ref."""
+        repo = self.plan.repo
+        assert repo
         commit, _ = self.snapshot("rooda: attempt %d set aside (its verify result was worse)" % number)
         ref = "refs/rooda/attempts/%s/%d" % (self.session, number)
         self.plumb(["update-ref", ref, commit])
@@ -6371,6 +6406,9 @@ class GateRunner:
         for name in filter(None, added.split("\0")):
             with _suppress(FileNotFoundError):
                 os.unlink(os.path.join(self.plan.cwd, name))
+        head = self.plumb(["log", "-1", "--format=%P", best.commit]).strip()  # (HEAD when it was kept)
+        if head and read_head(repo) != head:  # the agent committed: its commits are the ref's
+            self.plumb(["update-ref", "-m", "rooda: attempt %d set aside" % number, "HEAD", head])
         return ref
 
     def fingerprint(self) -> str | None:
@@ -7161,8 +7199,9 @@ class _Run:
             progress.warn("iteration %d: time limit of %s reached; the agent was stopped"
                           % (number, format_budget(plan.iteration_timeout or 0)))
         if outcome == REJECTED:
-            progress.warn("iteration %d: the agent signalled SUCCESS but verify (`%s`) failed;"
-                          " the claim is rejected" % (number, plan.verify))
+            why = attempt.drop or "verify (`%s`) failed" % plan.verify
+            progress.warn("iteration %d: the agent signalled SUCCESS but %s; the claim is rejected"
+                          % (number, why))
         self.gates.tell_commit(attempt)
         if plan.max_cost is not None and report.usage is not None and not report.cut_short and \
                 report.usage.get("cost_usd") is None and not self.cost_unknown_said:
@@ -7390,10 +7429,11 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
         run.interrupted(exc.signum, run.during)
     except RoodaError as exc:  # e.g. a fragment that disappeared mid-run
         run.stop(STOP_ERROR, str(exc))
+    finally:
+        if run.protected:
+            run.protected.close()  # (its copies go, whatever ended the run)
     if guard.signum is not None and state.status != STATUS_INTERRUPTED:
         run.interrupted(guard.signum, None)  # it came as the run ended: no result overrides it
-    if run.protected:
-        run.protected.close()
     closing = _report_end(state, plan, progress)
     if log:
         log.session_end(state, closing)

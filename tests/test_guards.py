@@ -112,6 +112,19 @@ def test_ignored_files_and_the_log_directory_are_never_touched(workspace, agent,
     assert any(name.endswith(".jsonl") for name in os.listdir(workspace / "logs"))
 
 
+@pytest.mark.parametrize("named", ["tests", "tests/"])
+def test_a_directory_named_is_protected_whole_without_a_traceback(workspace, agent, tmp_path, named):
+    make_repo(workspace)
+    (workspace / "tests").mkdir()
+    (workspace / "tests" / "test_a.py").write_text("a\n")
+    write_config(workspace, {"loop": {"protect": [":rooda", named]}})
+    agent.script({"actions": [{"remove": "tests/test_a.py"}, {"write_file": "tests/test_b.py", "text": "b"}]})
+    code, err = rooda_in(workspace, agent, "build", "-n", "1", "--ai-cmd", agent.cmd, "--log-dir", tmp_path / "logs")
+    assert code == 0 and "Traceback" not in err, err  # (it was IsADirectoryError, copying the directory)
+    assert "  protected: the agent changed tests/test_a.py, tests/test_b.py; restored" in err
+    assert os.listdir(str(workspace / "tests")) == ["test_a.py"]
+
+
 @pytest.mark.parametrize("protect", [[], ["tests/**"]])
 def test_a_list_without_rooda_lets_the_agent_change_its_prompt(workspace, agent, tmp_path, protect):
     # (a glob once fell through to :rooda's files: the prompt stayed protected)
@@ -160,6 +173,28 @@ SAMPLES = [
 def test_each_runners_summary_is_read(name, output, expected):
     counts = rooda.test_counts(output.encode())
     assert (counts["run"], counts["skipped"], counts["failed"]) == expected
+    # and from the lines a gate keeps of its whole stream, however it came in chunks
+    for size in (1, 7, 4096):
+        kept = rooda.CountedLines()
+        for start in range(0, len(output.encode()), size):
+            kept(output.encode()[start:start + size])
+        assert rooda.test_counts(kept.text()) == counts, size
+
+
+def test_the_counts_are_read_from_the_whole_output_not_its_tail(workspace, agent, tmp_path):
+    # 400 `--- PASS` lines: the 8 KiB tail held 270 of them, or 80 once the agent made the
+    # names longer -- a drop, and its SUCCESS rejected.
+    make_repo(workspace)
+    (workspace / "verify.py").write_text(
+        "import os\nname = 'x' * (80 if os.path.exists('long') else 10)\n"
+        "print(''.join('=== RUN   Test%s%d\\n--- PASS: Test%s%d (0.00s)\\n' % (name, n, name, n)"
+        " for n in range(400)) + 'PASS')\n")
+    agent.script({"actions": [{"write_file": "long", "text": ""}, {"out": SUCCESS}]})
+    logs = tmp_path / "logs"
+    code, err = rooda_in(workspace, agent, "build", "-n", "1", "--ai-cmd", agent.cmd, "--verify",
+                         "%s verify.py" % sys.executable, "--log-dir", logs)
+    assert code == 0 and "rejected" not in err, err
+    assert [e["counts"]["run"] for e in session_events(logs) if e["event"] == "gate"] == [400, 400]
 
 
 def test_output_without_a_summary_has_no_counts():
@@ -276,6 +311,28 @@ def test_the_work_of_an_attempt_verify_did_not_judge_stays_when_a_later_one_is_s
     assert not (workspace / "tests" / "fail_new.py").exists()
 
 
+def test_an_attempt_the_agent_committed_is_set_aside_with_its_branch_put_back(workspace, agent, tmp_path):
+    # (HEAD stayed on the agent's commit: `git status` showed a staged revert, and the
+    # prompt's `git diff HEAD <ref>` showed nothing)
+    make_repo(workspace)
+    verify = counting_verify(workspace)
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "tests")
+    before = git(workspace, "rev-parse", "HEAD").strip()
+    script = tmp_path / "commit.sh"
+    script.write_text("touch tests/fail_new.py && git add -A && git commit -qm 'agent: worse'\n")
+    agent.script({"actions": [{"write_file": "a.txt", "text": "a"}]}, {})
+    cmd = "sh -c 'test -e a.txt && sh %s; %s'" % (script, agent.cmd)
+    code, err = rooda_in(workspace, agent, "build", "-n", "2", "--ai-cmd", cmd, "--verify", verify,
+                         "--keep", "better", "--log-dir", tmp_path / "logs")
+    assert code == 0, err
+    ref = ends(session_events(tmp_path / "logs"))[1]["set_aside"]
+    assert ref and git(workspace, "rev-parse", "HEAD").strip() == before
+    assert git(workspace, "status", "--porcelain", "--", "tests") == ""
+    assert "tests/fail_new.py" in git(workspace, "diff", "--name-only", "HEAD", ref)
+    assert "agent: worse" in git(workspace, "log", "--format=%s", ref)  # (its commit kept in the ref's history)
+
+
 def test_a_flaky_failure_confirmed_by_a_second_run_sets_nothing_aside(workspace, agent, tmp_path):
     make_repo(workspace)
     flaky = tmp_path / "flaky"
@@ -287,6 +344,22 @@ def test_a_flaky_failure_confirmed_by_a_second_run_sets_nothing_aside(workspace,
     assert code == 0, err
     assert [e["set_aside"] for e in ends(session_events(tmp_path / "logs"))] == [None, None]
     assert (workspace / "b.txt").exists()
+
+
+def test_a_drop_rejects_a_success_even_when_the_second_run_is_not_worse(workspace, agent, tmp_path):
+    # (the confirming run replaced the first and its verdict: the drop's rejection was lost)
+    make_repo(workspace)
+    flaky = tmp_path / "flaky"
+    (workspace / "verify.py").write_text(
+        "import os\nif os.path.exists(%r):\n    os.remove(%r)\n    print('9 passed in 0.01s')\n"
+        "else:\n    print('12 passed in 0.01s')\n" % (str(flaky), str(flaky)))
+    agent.script({"actions": [{"touch": "../flaky"}, {"out": SUCCESS}]}, {"actions": [{"out": "more\n"}]})
+    logs = tmp_path / "logs"
+    code, err = rooda_in(workspace, agent, "build", "-n", "2", "--ai-cmd", agent.cmd, "--verify",
+                         "%s verify.py" % sys.executable, "--keep", "better", "--log-dir", logs)
+    assert code == 0 and agent.calls == 2, err
+    assert ends(session_events(logs))[0]["outcome"] == "rejected"
+    assert "but verify passed with 9 tests run where 12 ran before iteration 1; the claim is rejected" in err
 
 
 def test_keep_better_needs_verify_and_a_repository(workspace, agent, tmp_path):

@@ -195,6 +195,20 @@ def test_codex_context_window_is_the_iterations_own_error_not_a_wait(codex, capf
     assert "  error (context_window_exceeded): Codex ran out of room in the model's context window" in err
 
 
+def test_a_kind_its_status_decides_given_no_status_leaves_the_cause_to_the_wording(codex, capfd, tmp_path, waits):
+    # (it made an outage a plain failure: the kind decided "nothing", the wording was not read)
+    stdout = open(os.path.join(STREAMS, "codex-error-unavailable-503.jsonl")).read().replace(
+        "unexpected status 503 Service Unavailable: Service Unavailable", "stream disconnected before completion")
+    rollout(codex, "unavailable-503")
+    [found] = list((codex.home / "sessions").rglob("rollout-*.jsonl"))
+    found.write_text(found.read_text().replace('{"http_connection_failed":{"http_status_code":503}}',
+                                               '{"response_stream_disconnected":{"http_status_code":null}}'))
+    codex.script({"actions": [{"out": stdout}], "exit": 1}, CODEX_GOOD)
+    code, err, events = run_codex(capfd, tmp_path)
+    assert code == 0 and len(waits) == 1, err
+    assert (ends(events)[0]["cause"], ends(events)[0]["error_kind"]) == ("outage", "response_stream_disconnected")
+
+
 def test_without_its_rollout_codexs_high_demand_wording_is_an_outage(codex, capfd, tmp_path, waits):
     codex.script(replay("codex-error-high-demand-500.jsonl", 1), CODEX_GOOD)  # (no CODEX_HOME files)
     code, err, events = run_codex(capfd, tmp_path)
