@@ -4817,7 +4817,9 @@ def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Rea
     if cause == CAUSE_VERIFY:
         return ("verify", attempt.drop) if attempt.drop else verify_words(attempt.check)
     if cause == CAUSE_PROTECTED:
-        return "protected", "the agent changed %s; restored" % ", ".join(attempt.restored)
+        # (with --no-log, where the agent's versions are; else beside the logs, in the .jsonl)
+        where = "" if plan.log_dir else "; its versions in %s" % attempt.kept_versions
+        return "protected", "the agent changed %s; restored%s" % (", ".join(attempt.restored), where)
     if cause == CAUSE_WORSE:
         return "worse", attempt.worse
     if cause == CAUSE_GIT:
@@ -5457,7 +5459,7 @@ def summarize_session(path: str, now: float | None = None, whole: bool = True,
                 summary["successes"] += 1
             elif outcome in FAILING_OUTCOMES:
                 summary["failures"] += 1
-                summary["last_failure"] = event.get("reason")
+                summary["last_failure"] = _typed(event.get("reason"), str)
             if outcome not in (LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED):  # (the tail: its number)
                 summary["iterations"] = number if isinstance(number, int) and not read_whole else \
                     summary["iterations"] + 1
@@ -5465,8 +5467,9 @@ def summarize_session(path: str, now: float | None = None, whole: bool = True,
                 summary["consecutive_failures"] = consecutive if isinstance(consecutive, int) else 0
             add_usage(usage, _mapping(event.get("usage")))
             summary["restored"] += bool(event.get("restored"))
-            if isinstance(event.get("set_aside"), str):
+            if isinstance(event.get("set_aside"), str):  # (the tree is the best state's again)
                 summary["set_aside"].append(event["set_aside"])
+                summary["last_verify"] = summary["kept_verify"] or summary["baseline"]
             if isinstance(event.get("kept"), str):  # (the best state, and what verify said of it)
                 summary["kept"], summary["kept_verify"] = event["kept"], summary["last_verify"]
         elif name == "gate" and event.get("gate") == GATE_VERIFY and isinstance(event.get("exit_code"), int):
@@ -5486,8 +5489,9 @@ def summarize_session(path: str, now: float | None = None, whole: bool = True,
         summary.update(successes=None, failures=None, limited=None, unavailable=None)
         usage = {}
     if ended is not None:
-        summary.update(state=RUN_ENDED, status=ended.get("status"), exit_code=ended.get("exit_code"),
-                       reason=ended.get("reason"), resumable=ended.get("resumable"),
+        summary.update(state=RUN_ENDED, status=_typed(ended.get("status"), str) or "?",
+                       exit_code=_typed(ended.get("exit_code"), int), reason=_typed(ended.get("reason"), str),
+                       resumable=_typed(ended.get("resumable"), bool),
                        elapsed_seconds=_number(ended.get("seconds")))
         for key, field in (("iterations", "iterations"), ("successes", "succeeded"), ("failures", "failed")):
             if isinstance(ended.get(field), int):
@@ -7044,8 +7048,10 @@ class _Run:
             self.run_agent_step(attempt)
             self.judge(attempt)
         except Interrupted:
-            self.put_back(attempt)  # (protected paths before rooda exits: SPEC 22)
-            self.log_end(attempt, OUTCOME_INTERRUPTED)
+            try:
+                self.put_back(attempt)  # (protected paths before rooda exits: SPEC 22)
+            finally:  # (a restore that failed is said as the run's end; the attempt is logged still)
+                self.log_end(attempt, OUTCOME_INTERRUPTED)
             raise
         if attempt.outcome in (LIMITED, UNAVAILABLE):
             return self.wait_out_provider(attempt)
@@ -7463,12 +7469,13 @@ STATUS_LOOK = dict(dict.fromkeys((STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR, RU
                    **{STATUS_COMPLETED: "#00694d", RUN_RUNNING: "#0072b2"})
 # What became of attempts, good to bad, in words: by their outcomes (a set-aside one apart).
 TALLY = (("succeeded", (SUCCESS, COMPLETED)), ("failed", FAILING_OUTCOMES), ("set aside", ()),
-         ("limited", (LIMITED,)), ("unavailable", (UNAVAILABLE,)), ("interrupted", (OUTCOME_INTERRUPTED,)))
+         ("limited", (LIMITED,)), ("unavailable", (UNAVAILABLE,)), ("interrupted", (OUTCOME_INTERRUPTED,)),
+         ("of no known outcome", ()))
 LONG_SESSION = 200  # attempts past which a session's table keeps what went wrong and sums the rest
 REASON_COLUMN = 47  # where the text table's last column starts (a long reason wraps under it)
 
 
-def session_report(path: str, now: float, directory: str) -> Fields:
+def session_report(path: str, now: float) -> Fields:
     """A session as `report` tells it: its summary (as `status --json` has it) and, from
     its events (each time parsed once), its attempts, waits, window readings, reserve,
     commits, and what to run next (a command that works when copied)."""
@@ -7489,12 +7496,13 @@ def session_report(path: str, now: float, directory: str) -> Fields:
                              "cause": _typed(event.get("cause"), str),
                              "reason": _one_line(event.get("reason"), 1000) or None,
                              "commit": done.get(number), "cost_usd": _number(usage.get("cost_usd")),
-                             "set_aside": _typed(event.get("set_aside"), str)})
+                             "set_aside": _typed(event.get("set_aside"), str),
+                             "error_kind": _one_line(event.get("error_kind"), 60) or None})
         elif name == "commit":
             done[number] = {"hash": clean(str(event.get("hash")))[:12],
                             "subject": _one_line(event.get("message"))}
         elif name == "limit" and _number(event.get("wait_seconds")):  # (as long as it lasted)
-            kind = event.get("kind") if event.get("kind") in WAIT_KINDS else WAIT_LIMIT
+            kind = event["kind"] if str(event.get("kind")) in WAIT_KINDS else WAIT_LIMIT
             waits.append({"kind": kind, "at": at,
                           "seconds": round(max(min(event["wait_seconds"], after["at"] - at), 0), 3)})
         elif name == "window":
@@ -7507,7 +7515,10 @@ def session_report(path: str, now: float, directory: str) -> Fields:
                   at=first.get("at") or now, ended=events[-1]["at"] if events else now,
                   worked_seconds=round(sum(attempt["seconds"] for attempt in attempts), 3),
                   waited_seconds=round(sum(wait["seconds"] for wait in waits), 3))
-    report["next"] = next_words(report, directory)
+    # What went wrong by the CLIs' own kinds (SPEC 13 rev 5): `server_error ×2, rate_limit ×1`.
+    report["error_kinds"] = dict(collections.Counter(a["error_kind"] for a in attempts if a["error_kind"] and
+                                                     a["outcome"] not in (SUCCESS, COMPLETED)).most_common())
+    report["next"] = next_words(report, os.path.dirname(path))  # (its own folder: one named from elsewhere)
     return report
 
 
@@ -7534,8 +7545,9 @@ def next_words(report: Fields, directory: str) -> str:
 
 def tally(attempts: Sequence[Fields]) -> str:
     """`6 succeeded, 5 failed, 1 set aside, 1 limited`: attempts by what became of them."""
-    counts = collections.Counter(next(word for word, outcomes in TALLY if attempt["outcome"] in outcomes)
-                                 if not attempt["set_aside"] else "set aside" for attempt in attempts)
+    counts = collections.Counter(next((word for word, outcomes in TALLY if attempt["outcome"] in outcomes),
+                                      TALLY[-1][0]) if not attempt["set_aside"] else "set aside"
+                                 for attempt in attempts)
     return ", ".join("%d %s" % (counts[word], word) for word, _ in TALLY if counts[word])
 
 
@@ -7554,12 +7566,11 @@ def report_total(reports: Sequence[Fields]) -> str:
 def glance(report: Fields) -> Fields:
     """A session's row of the night at a glance, in words: where it ran, its procedure,
     start and length, status (and why, unless it completed), attempts by outcome, cost,
-    commits, set-asides and restorations, the verifier before → after, what to run next."""
+    commits, restorations, failures by kind, the verifier before → after, what to run next."""
     started, status = report["at"], report["status"] if report["state"] == RUN_ENDED else report["state"]
     cost, home = (report["usage"] or {}).get("cost_usd"), os.path.expanduser("~")
     where = clean(report["cwd"] or "?")
-    guarded = [plural(len(report["set_aside"]), "set aside")] * bool(report["set_aside"]) + \
-        ["%d restored" % report["restored"]] * bool(report["restored"])
+    guarded = ["%d restored" % report["restored"]] * bool(report["restored"])  # (set aside: in the tally)
     return {"where": "~" + where[len(home):] if where.startswith(home + os.sep) else where,
             "procedure": clean(str(report["procedure"])), "status": status,
             "when": "%s (%s)" % (time.strftime("%b %d %H:%M", time.localtime(started)),
@@ -7568,7 +7579,8 @@ def glance(report: Fields) -> Fields:
             _one_line(report["reason"] or report["activity"] or "", 300),
             "attempts": tally(report["attempts"]) or "none",
             "cost": format_cost(cost) if cost is not None else "-",
-            "commits": plural(len(report["commits"]), "commit"), "guarded": ", ".join(guarded),
+            "commits": plural(len(report["commits"]), "commit"), "guarded": "".join(guarded),
+            "kinds": ", ".join("%s ×%d" % pair for pair in report["error_kinds"].items()),
             "verify": verify_course(report), "next": report["next"]}
 
 
@@ -7611,7 +7623,8 @@ def report_text(reports: Sequence[Fields], columns: int = 100) -> str:
         out.append("%-11s %s in %s · %s · %s · %s · %s%s" % (
             row["status"].upper(), row["procedure"], row["where"], row["when"], row["attempts"], row["cost"],
             row["commits"], " · " + row["guarded"] if row["guarded"] else ""))
-        out += ["            %s: %s" % (key, row[key]) for key in ("why", "verify", "next") if row[key]]
+        out += ["            %s: %s" % (key, row[key]) for key in ("why", "kinds", "verify", "next")
+                if row[key]]
     for report in reports:
         out += ["", "%s · %s in %s" % (os.path.basename(report["session"]), clean(str(report["procedure"])),
                                        report["cwd"]),
@@ -7727,7 +7740,7 @@ def report_html(reports: Sequence[Fields], now: float) -> str:
     for index, report in enumerate(reports):
         lane = 4 + index * 24
         lanes.append('<text x="0" y="%d" font-size="11">%s</text>' % (lane + 13, escape(
-            "%s · %s" % (os.path.basename(report["cwd"] or "?"), report["procedure"]))[:40]))
+            ("%s · %s" % (os.path.basename(report["cwd"] or "?"), report["procedure"]))[:40])))  # (cut first)
         lanes += [bar(lane, wait["at"], wait["seconds"], WAIT_LOOK[wait["kind"]], "dots", "waited for %s, %s"
                       % (WAIT_KINDS[wait["kind"]].waiting_for, format_duration(wait["seconds"])))
                   for wait in report["waits"]]
@@ -7754,7 +7767,8 @@ def report_html(reports: Sequence[Fields], now: float) -> str:
         out.append(_tag("td", ('<span class=badge style="background:%s">%s</span>' % (
             STATUS_LOOK.get(row["status"], "#a05a00"), row["status"]),  # (a status word escapes as itself)
             "%s<br><span class=muted>%s</span>" % (row["where"], row["procedure"]), row["when"],
-            row["attempts"] + "<br><span class=muted>%s</span>" % row["guarded"] * bool(row["guarded"]),
+            row["attempts"] + "".join("<br><span class=muted>%s</span>" % row[key]
+                                      for key in ("guarded", "kinds") if row[key]),
             ("num", "%s<br>%s" % (row["cost"], row["commits"])), ("wide", row["verify"] or "-"),
             "<code>%s</code>" % row["next"] * bool(row["next"]) +
             "<br><span class=muted>%s</span>" % row["why"] * bool(row["why"]))))
@@ -7777,7 +7791,7 @@ def report_html(reports: Sequence[Fields], now: float) -> str:
             "Cumulative cost over the night", 160, [line("%s %.1f,%.1f" % (" ".join(points), x(last), y(1)),
                                                          "#0072b2")] + axis)]
     colors = dict(zip(sorted(WINDOWS), ("#d55e00", "#0072b2", "#cc79a7")))
-    readings = sorted(reading for report in reports for reading in report["readings"])
+    readings = sorted((reading for report in reports for reading in report["readings"]), key=lambda r: r[0])
     kept = {name: part for report in reports for name, part in report["reserve"].items() if _number(part)}
     if readings:  # (steps: a reading holds until the next, or drops to 0 at its window's reset)
         lines = ['<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#ccc"/><text x="%.1f" y="%.1f" '
@@ -8776,12 +8790,13 @@ def command_report(options: Any) -> int:
     the selection holds none."""
     if options.json and options.html:
         raise UsageError("--json and --html exclude each other; choose one")
-    named, options.words = options.words, []
+    named, sessions = options.words, []
     try:
-        directory, sessions = _sessions(options, everyone=options.all or options.since is not None)
-        shown = _display_path(directory, os.getcwd())
-        if named:
-            sessions = [find_sessions(directory, shown, name)[0] for name in named]
+        for name in named:  # (each as `status` finds it: a path needs no log directory here)
+            options.words = [name]
+            sessions.append(_sessions(options)[1][0])
+        if not named:
+            directory, sessions = _sessions(options, everyone=options.all or options.since is not None)
     except RoodaError as exc:
         sys.stderr.write("rooda: %s\n" % exc)
         return 1
@@ -8790,10 +8805,11 @@ def command_report(options: Any) -> int:
     elif not (options.all or named):
         sessions = sessions[:1]
     if not sessions:
-        sys.stderr.write("rooda: no session in %s started since %s\n" % (shown, local_time(options.since)))
+        sys.stderr.write("rooda: no session in %s started since %s\n" % (
+            _display_path(directory, os.getcwd()), local_time(options.since)))
         return 1
     now = time.time()
-    reports = [session_report(path, now, directory) for path in reversed(sessions)]  # (oldest first)
+    reports = [session_report(path, now) for path in reversed(sessions)]  # (oldest first)
     if options.html and options.html != "-":
         try:
             with open(options.html, "w", encoding="utf-8") as stream:

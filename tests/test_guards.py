@@ -142,7 +142,9 @@ def test_with_no_log_the_agents_versions_go_to_a_private_directory_named_in_the_
     agent.script({"actions": [{"write_file": "PROMPT.md", "text": "Mine now.\n"}]})
     code, err = rooda_in(workspace, agent, "prompt", "PROMPT.md", "--ai-cmd", agent.cmd, "--no-log")
     assert code == 1 and (workspace / "PROMPT.md").read_text() == "Do it.\n", err
-    assert "  protected: the agent changed PROMPT.md; restored" in err
+    said = [line for line in err.splitlines() if line.startswith("  protected: the agent changed PROMPT.md; restored")]
+    where = said[0].split("; its versions in ")[1]  # (it was not said: the reason ended at "restored")
+    assert open(os.path.join(where, "PROMPT.md")).read() == "Mine now.\n"
 
 
 # --- test counts ---------------------------------------------------------------------------
@@ -331,6 +333,8 @@ def test_an_attempt_the_agent_committed_is_set_aside_with_its_branch_put_back(wo
     assert git(workspace, "status", "--porcelain", "--", "tests") == ""
     assert "tests/fail_new.py" in git(workspace, "diff", "--name-only", "HEAD", ref)
     assert "agent: worse" in git(workspace, "log", "--format=%s", ref)  # (its commit kept in the ref's history)
+    # What verify says of the tree now is the best state's, not the attempt set aside.
+    assert status_json(tmp_path / "logs")["last_verify"]["result"] == "pass"
 
 
 def test_a_flaky_failure_confirmed_by_a_second_run_sets_nothing_aside(workspace, agent, tmp_path):

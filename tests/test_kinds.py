@@ -66,6 +66,8 @@ def test_claude_server_errors_are_outages_waited_out(claude, capfd, tmp_path, wa
     assert ".;" not in said and "; retrying in 1m (attempt 1)." in said, said  # (it was "errors.; retrying")
     assert "  outage (%s): API Error: 5" % kind in err
     assert [e["kind"] for e in events if e["event"] == "limit"] == ["outage"]
+    code, out, _ = run_main(capfd, "report", "--log-dir", tmp_path / "logs")  # (it counts them by kind)
+    assert code == 0 and "            kinds: %s ×1\n" % kind in out, out
 
 
 def test_claude_usage_limit_reached_is_a_limit_waited_until_its_reset(claude, capfd, tmp_path, waits):

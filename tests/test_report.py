@@ -145,6 +145,21 @@ def test_the_next_command_works_when_copied(logs, workspace, agent, tmp_path):
     assert b"Resuming procedure: build" in done.stderr
 
 
+def test_a_session_named_by_its_path_from_elsewhere_gets_a_next_command_that_works(logs, agent, tmp_path):
+    # (it said `resume <name>` without its --log-dir; and with no log directory here, exit 1)
+    interrupted = [s for s in sessions_of(logs) if s[-1].get("status") == "interrupted"][0][0]["log"][:-4]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = run_rooda("report", str(logs / (os.path.basename(interrupted) + ".jsonl")), cwd=str(elsewhere))
+    assert done.returncode == 0, done.stderr
+    [line] = [line for line in done.stdout.decode().splitlines() if line.strip().startswith("next: cd ")]
+    assert "--log-dir" in line
+    agent.script({"actions": [{"out": events_line(say("<promise>SUCCESS</promise>"), OK_RESULT)}]})
+    resumed = subprocess.run(["sh", "-c", line.split("next: ", 1)[1]], env=dict(os.environ, **agent.env),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert resumed.returncode == 0 and b"Resuming procedure: build" in resumed.stderr, resumed.stderr
+
+
 def test_without_a_name_status_report_and_resume_mean_this_repositorys_newest(logs, workspace, tmp_path):
     newest_here = sessions_of(logs)[1][0]["log"][:-4]
     assert json.loads(report(logs, "--json", cwd=workspace).stdout)["session"].startswith(newest_here)
@@ -346,3 +361,23 @@ def test_the_agents_own_commits_are_counted_as_commits(workspace, tmp_path):
     assert [commit["subject"][:18] for commit in session["commits"]] == ["the agent's (HEAD "] * 2
     assert session["commits"][0]["subject"].startswith("the agent's (HEAD %s → " % before[:7])
     assert "· 2 commits" in report(logs, cwd=workspace).stdout.decode()
+
+
+def test_odd_lines_of_a_session_file_are_no_traceback(tmp_path):
+    # (an unknown outcome, a null status, a reason that is a number, a list for a kind: each
+    # was a traceback in report)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    at = "2026-11-28T01:00:%02d.000Z"
+    events = [{"event": "session_start", "time": at % 0, "procedure": "build", "pid": 0, "cwd": str(tmp_path)},
+              {"event": "iteration_end", "time": at % 1, "iteration": 1, "outcome": "weird", "reason": 5},
+              {"event": "iteration_end", "time": at % 2, "iteration": 2, "reason": ["x"], "error_kind": 7},
+              {"event": "iteration_end", "time": at % 3, "iteration": 3, "outcome": "failure", "reason": 5},
+              {"event": "limit", "time": at % 4, "kind": ["five_hour"], "wait_seconds": 5},
+              {"event": "window", "time": at % 5, "window": "five_hour", "utilization": 0.5, "resets_at": None},
+              {"event": "session_end", "time": at % 9, "status": None, "reason": 3, "exit_code": "x"}]
+    (logs / "session-20261128-010000.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    for args in ((), ("--json",), ("--html", "-")):
+        done = report(logs, *args, cwd=tmp_path)
+        assert done.returncode == 0 and done.stdout, done.stderr
+    assert "2 of no known outcome" in report(logs, cwd=tmp_path).stdout.decode()
