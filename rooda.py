@@ -5399,6 +5399,38 @@ def _live_activity(files: SessionFiles, now: float) -> Fields:
     return found
 
 
+def _count_event(summary: Fields, event: Fields, usage: Fields, read_whole: bool) -> None:
+    """An iteration_end or a verify gate into a session's summary (summarize_session):
+    the counts, the last failure, usage, SPEC 22's records, what verify said."""
+    name, outcome, number = event["event"], event.get("outcome"), event.get("iteration")
+    if name == "iteration_end":
+        if outcome in (LIMITED, UNAVAILABLE):
+            summary[outcome] += 1
+        elif outcome in (SUCCESS, COMPLETED):
+            summary["successes"] += 1
+        elif outcome in FAILING_OUTCOMES:
+            summary["failures"] += 1
+            summary["last_failure"] = _typed(event.get("reason"), str)
+        if outcome not in (LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED):  # (the tail: its number)
+            summary["iterations"] = number if isinstance(number, int) and not read_whole else \
+                summary["iterations"] + 1
+            consecutive = event.get("consecutive_failures")
+            summary["consecutive_failures"] = consecutive if isinstance(consecutive, int) else 0
+        add_usage(usage, _mapping(event.get("usage")))
+        summary["restored"] += bool(event.get("restored"))
+        if isinstance(event.get("set_aside"), str):  # (the tree is the best state's again)
+            summary["set_aside"].append(event["set_aside"])
+            summary["last_verify"] = summary["kept_verify"] or summary["baseline"]
+        if isinstance(event.get("kept"), str):  # (the best state, and what verify said of it)
+            summary["kept"], summary["kept_verify"] = event["kept"], summary["last_verify"]
+    elif event.get("gate") == GATE_VERIFY and isinstance(event.get("exit_code"), int):
+        counts = {key: value for key, value in _mapping(event.get("counts")).items()
+                  if key in ("run", "skipped", "failed") and isinstance(value, int)}
+        summary["baseline" if event.get("baseline") else "last_verify"] = {
+            "result": "pass" if event["exit_code"] == 0 else "fail", "exit_code": event["exit_code"],
+            "line": str(event.get("line") or ""), "counts": counts if len(counts) == 3 else None}
+
+
 def summarize_session(path: str, now: float | None = None, whole: bool = True,
                       events: List[Fields] | None = None) -> Fields:
     """One session's state from its .jsonl (and live activity file): running, stopped,
@@ -5451,33 +5483,8 @@ def summarize_session(path: str, now: float | None = None, whole: bool = True,
             begun, carried = moment, _number(event.get("seconds")) or 0.0  # (what a resume carries)
         elif name == "iteration_start" and isinstance(event.get("iteration"), int):
             summary["iteration"] = event["iteration"]
-        elif name == "iteration_end":
-            outcome, number = event.get("outcome"), event.get("iteration")
-            if outcome in (LIMITED, UNAVAILABLE):
-                summary[outcome] += 1
-            elif outcome in (SUCCESS, COMPLETED):
-                summary["successes"] += 1
-            elif outcome in FAILING_OUTCOMES:
-                summary["failures"] += 1
-                summary["last_failure"] = _typed(event.get("reason"), str)
-            if outcome not in (LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED):  # (the tail: its number)
-                summary["iterations"] = number if isinstance(number, int) and not read_whole else \
-                    summary["iterations"] + 1
-                consecutive = event.get("consecutive_failures")
-                summary["consecutive_failures"] = consecutive if isinstance(consecutive, int) else 0
-            add_usage(usage, _mapping(event.get("usage")))
-            summary["restored"] += bool(event.get("restored"))
-            if isinstance(event.get("set_aside"), str):  # (the tree is the best state's again)
-                summary["set_aside"].append(event["set_aside"])
-                summary["last_verify"] = summary["kept_verify"] or summary["baseline"]
-            if isinstance(event.get("kept"), str):  # (the best state, and what verify said of it)
-                summary["kept"], summary["kept_verify"] = event["kept"], summary["last_verify"]
-        elif name == "gate" and event.get("gate") == GATE_VERIFY and isinstance(event.get("exit_code"), int):
-            counts = {key: value for key, value in _mapping(event.get("counts")).items()
-                      if key in ("run", "skipped", "failed") and isinstance(value, int)}
-            summary["baseline" if event.get("baseline") else "last_verify"] = {
-                "result": "pass" if event["exit_code"] == 0 else "fail", "exit_code": event["exit_code"],
-                "line": str(event.get("line") or ""), "counts": counts if len(counts) == 3 else None}
+        elif name in ("iteration_end", "gate"):
+            _count_event(summary, event, usage, read_whole)
         elif name == "window" and event.get("window") in WINDOWS:
             reading = window_reading(event.get("utilization"), parse_iso_time(event.get("resets_at")),
                                      event.get("status"), event.get("threshold"))
@@ -7690,73 +7697,67 @@ def _ticks(first: float, last: float) -> List[Tuple[float, str]]:
     return ticks
 
 
-def _tag(name: str, cells: Sequence[Any], more: str = "") -> str:
+def _tag(name: str, cells: Iterable[Any], more: str = "") -> str:
     """A table row of cells (`td` or `th`), each its markup, or (its class, its markup)."""
     pairs = [cell if isinstance(cell, tuple) else ("", cell) for cell in cells]
     return "<tr%s>%s</tr>" % (more, "".join("<%s%s>%s</%s>" % (
         name, " class=%s" % kind * bool(kind), text, name) for kind, text in pairs))
 
 
-def report_html(reports: Sequence[Fields], now: float) -> str:
-    """The morning page (SPEC 19 rev 5): the glance (a labelled total, a row per session
-    with a status badge and what to run next), one timeline of the night (a lane per
-    session on one labelled time axis: attempts coloured, labelled and hatched by
-    outcome, waits dotted by kind, a legend that names them all), the cumulative cost and
-    the windows on that axis, then each session's attempts as a table. Every text from a
-    log is escaped wherever it lands."""
-    from html import escape
-    attempts = [a for r in reports for a in r["attempts"]]
-    first = min([r["at"] for r in reports] or [now])
-    last = max([r["ended"] for r in reports] + [first + 1])
-    left, width = 150.0, 840.0  # (the lanes' labels, then the time axis)
+class TimeAxis:
+    """The page's charts on one time axis, from `first` to `last` (epoch): 840 units after
+    150 for the lanes' labels, ticks labelled; shares (0 to 1) up a chart 160 high."""
 
-    def x(moment: float) -> float:
-        return left + (moment - first) / (last - first) * width
+    left, width = 150.0, 840.0
 
-    def y(part: float) -> float:  # (0 to 1 on a chart 160 high)
+    def __init__(self, first: float, last: float) -> None:
+        self.first, self.last = first, last
+
+    def x(self, moment: float) -> float:
+        return self.left + (moment - self.first) / (self.last - self.first) * self.width
+
+    @staticmethod
+    def y(part: float) -> float:
         return 130 - part * 120
 
-    def chart(label: str, height: float, shapes: Iterable[str]) -> str:
+    def chart(self, label: str, height: float, shapes: Iterable[str]) -> str:
+        from html import escape
         axis = "".join('<line x1="%.1f" x2="%.1f" y1="0" y2="%.1f" stroke="#ddd"/><text x="%.1f" y="%.1f" '
                        'font-size="11" text-anchor="middle" fill="#555">%s</text>' % (
-                           x(t), x(t), height - 14, x(t), height - 2, escape(words))
-                       for t, words in _ticks(first, last))
+                           self.x(t), self.x(t), height - 14, self.x(t), height - 2, escape(words))
+                       for t, words in _ticks(self.first, self.last))
         return '<div class=chart><svg viewBox="0 0 1000 %.0f" role="img" aria-label="%s">%s%s%s</svg></div>' \
             % (height, escape(label, True), SVG_PATTERNS, axis, "".join(shapes))
 
-    def bar(lane: float, start: float, seconds: float, color: str, mark: str, words: str,
+    def bar(self, lane: float, start: float, seconds: float, color: str, mark: str, words: str,
             said: str = "") -> str:
-        at, wide = x(start), max(x(start + seconds) - x(start), 1.5)
+        """A bar in a lane, its tooltip `words`, labelled `said` where it is wide enough."""
+        from html import escape
+        at, wide = self.x(start), max(self.x(start + seconds) - self.x(start), 1.5)
         label = '<text x="%.1f" y="%.1f" font-size="10">%s</text>' % (at + 2, lane + 13, escape(said)) \
             if said and wide > 7 * len(said) else ""
         hatch = '<rect x="%.1f" y="%.1f" width="%.1f" height="18" fill="url(#%s)"/>' % (at, lane, wide, mark)
         return '<g><title>%s</title><rect x="%.1f" y="%.1f" width="%.1f" height="18" fill="%s"/>%s%s</g>' % (
             escape(words), at, lane, wide, color, hatch * bool(mark), label)
 
-    def line(points: str, color: str, dashed: bool = False) -> str:
+    def line(self, points: Sequence[Tuple[float, float]], color: str, dashed: bool = False) -> str:
+        """A polyline through (moment, share) points."""
         return '<polyline points="%s" fill="none" stroke="%s" stroke-width="%s"%s/>' % (
-            points, color, 1 + (not dashed), ' stroke-dasharray="6 4"' * dashed)
-    lanes = []
-    for index, report in enumerate(reports):
-        lane = 4 + index * 24
-        lanes.append('<text x="0" y="%d" font-size="11">%s</text>' % (lane + 13, escape(
-            ("%s · %s" % (os.path.basename(report["cwd"] or "?"), report["procedure"]))[:40])))  # (cut first)
-        lanes += [bar(lane, wait["at"], wait["seconds"], WAIT_LOOK[wait["kind"]], "dots", "waited for %s, %s"
-                      % (WAIT_KINDS[wait["kind"]].waiting_for, format_duration(wait["seconds"])))
-                  for wait in report["waits"]]
-        for a in report["attempts"]:
-            said = a["reason"] or ("%s %s" % (a["commit"]["hash"][:7], a["commit"]["subject"]) if a["commit"]
-                                   else "done")
-            lanes.append(bar(lane, a["at"], a["seconds"], OUTCOME_LOOK.get(a["outcome"], "#d55e00"),
-                             "hatch" * (a["outcome"] in FAILING_OUTCOMES), "#%d %s, %s: %s" % (
-                                 a["iteration"], a["outcome"], format_duration(a["seconds"]), said),
-                             "#%d" % a["iteration"]))
-    seen = collections.Counter(a["outcome"] for a in attempts)
-    waited = collections.Counter(wait["kind"] for report in reports for wait in report["waits"])
-    legend = ["<span>%s %s %d</span>" % (_swatch(OUTCOME_LOOK[outcome], "hatch" * (
-        outcome in FAILING_OUTCOMES)), outcome, seen[outcome]) for outcome in OUTCOME_LOOK if seen[outcome]]
-    legend += ["<span>%s waited: %s %d</span>" % (_swatch(WAIT_LOOK[kind], "dots"), kind, waited[kind])
-               for kind in WAIT_LOOK if waited[kind]]
+            " ".join("%.1f,%.1f" % (self.x(at), self.y(part)) for at, part in points), color,
+            1 + (not dashed), ' stroke-dasharray="6 4"' * dashed)
+
+    def scale(self, labels: Iterable[Tuple[float, str]]) -> List[str]:
+        """The left scale: a line across and its label at each share."""
+        from html import escape
+        return ['<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#ccc"/><text x="%.1f" y="%.1f" '
+                'font-size="11" fill="#555">%s</text>' % (self.left, self.left + self.width, self.y(part),
+                                                          self.y(part), self.left - 45, self.y(part) + 4,
+                                                          escape(words)) for part, words in labels]
+
+
+def _glance_html(reports: Sequence[Fields], first: float) -> List[str]:
+    """The night at a glance: the title, the total, a row per session."""
+    from html import escape
     out = ["<section class=glance><h1>rooda: the night of %s</h1>" % escape(time.strftime(
         "%a %b %d, %H:%M", time.localtime(first))),
         '<p class="total">%s</p><table>' % escape(report_total(reports)),
@@ -7772,64 +7773,113 @@ def report_html(reports: Sequence[Fields], now: float) -> str:
             ("num", "%s<br>%s" % (row["cost"], row["commits"])), ("wide", row["verify"] or "-"),
             "<code>%s</code>" % row["next"] * bool(row["next"]) +
             "<br><span class=muted>%s</span>" % row["why"] * bool(row["why"]))))
-    out += ["</table></section><h2>The night</h2>",
-            chart("Timeline: each session's attempts and waits", len(reports) * 24 + 26, lanes),
+    return out + ["</table></section>"]
+
+
+def _timeline_html(reports: Sequence[Fields], axis: TimeAxis) -> List[str]:
+    """One timeline of the night: a lane per session, attempts coloured, labelled and
+    hatched by outcome, waits dotted by kind; its legend; printed, the failures listed."""
+    from html import escape
+    lanes, attempts = [], [a for r in reports for a in r["attempts"]]
+    for index, report in enumerate(reports):
+        lane = 4 + index * 24
+        name = "%s · %s" % (os.path.basename(report["cwd"] or "?"), report["procedure"])
+        lanes.append('<text x="0" y="%d" font-size="11">%s</text>' % (lane + 13, escape(name[:40])))
+        lanes += [axis.bar(lane, wait["at"], wait["seconds"], WAIT_LOOK[wait["kind"]], "dots",
+                           "waited for %s, %s" % (WAIT_KINDS[wait["kind"]].waiting_for,
+                                                  format_duration(wait["seconds"])))
+                  for wait in report["waits"]]
+        for a in report["attempts"]:
+            said = a["reason"] or ("%s %s" % (a["commit"]["hash"][:7], a["commit"]["subject"]) if a["commit"]
+                                   else "done")
+            lanes.append(axis.bar(lane, a["at"], a["seconds"], OUTCOME_LOOK.get(a["outcome"], "#d55e00"),
+                                  "hatch" * (a["outcome"] in FAILING_OUTCOMES), "#%d %s, %s: %s" % (
+                                      a["iteration"], a["outcome"], format_duration(a["seconds"]), said),
+                                  "#%d" % a["iteration"]))
+    seen = collections.Counter(a["outcome"] for a in attempts)
+    waited = collections.Counter(wait["kind"] for report in reports for wait in report["waits"])
+    legend = ["<span>%s %s %d</span>" % (_swatch(OUTCOME_LOOK[outcome], "hatch" * (
+        outcome in FAILING_OUTCOMES)), outcome, seen[outcome]) for outcome in OUTCOME_LOOK if seen[outcome]]
+    legend += ["<span>%s waited: %s %d</span>" % (_swatch(WAIT_LOOK[kind], "dots"), kind, waited[kind])
+               for kind in WAIT_LOOK if waited[kind]]
+    return ["<h2>The night</h2>",
+            axis.chart("Timeline: each session's attempts and waits", len(reports) * 24 + 26, lanes),
             "<p class=legend>%s<span>hatched: it went wrong; dotted: a wait</span></p>" % "".join(legend),
             "<ol class=pr>%s</ol>" % "".join("<li>#%d %s: %s</li>" % (
                 a["iteration"], escape(a["outcome"]), escape(a["reason"] or ""))
                 for a in attempts if a["outcome"] in FAILING_OUTCOMES)]
-    spent = sorted((a["at"] + a["seconds"], a["cost_usd"]) for a in attempts if a["cost_usd"])
-    if spent:  # (a step up at each attempt's end)
-        total, most, points = 0.0, sum(cost for _, cost in spent), ["%.1f,%.1f" % (x(first), y(0))]
-        for moment, cost in spent:
-            points.append("%.1f,%.1f %.1f,%.1f" % (
-                x(moment), y(total / most), x(moment), y((total + cost) / most)))
-            total += cost
-        axis = ['<text x="%.1f" y="%.1f" font-size="11" fill="#555">%s</text>' % (
-            left - 45, y(share) + 4, format_cost(most * share)) for share in (0, 0.5, 1)]
-        out += ["<h2>Cost, in all (%s)</h2>" % format_cost(most), chart(
-            "Cumulative cost over the night", 160, [line("%s %.1f,%.1f" % (" ".join(points), x(last), y(1)),
-                                                         "#0072b2")] + axis)]
+
+
+def _cost_html(reports: Sequence[Fields], axis: TimeAxis) -> List[str]:
+    """The cumulative cost on the night's axis, a step up at each attempt's end."""
+    spent = sorted((a["at"] + a["seconds"], a["cost_usd"]) for r in reports for a in r["attempts"]
+                   if a["cost_usd"])
+    if not spent:
+        return []
+    most, points = sum(cost for _, cost in spent), [(axis.first, 0.0)]
+    for moment, cost in spent:
+        points += [(moment, points[-1][1]), (moment, points[-1][1] + cost / most)]
+    return ["<h2>Cost, in all (%s)</h2>" % format_cost(most), axis.chart(
+        "Cumulative cost over the night", 160, [axis.line(points + [(axis.last, 1.0)], "#0072b2")] +
+        axis.scale((share, format_cost(most * share)) for share in (0, 0.5, 1)))]
+
+
+def _windows_html(reports: Sequence[Fields], axis: TimeAxis) -> List[str]:
+    """The windows' utilisation on the night's axis: steps (a reading holds until the
+    next, or drops to 0 at its window's reset), the reserve dashed in its window's colour."""
     colors = dict(zip(sorted(WINDOWS), ("#d55e00", "#0072b2", "#cc79a7")))
     readings = sorted((reading for report in reports for reading in report["readings"]), key=lambda r: r[0])
     kept = {name: part for report in reports for name, part in report["reserve"].items() if _number(part)}
-    if readings:  # (steps: a reading holds until the next, or drops to 0 at its window's reset)
-        lines = ['<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#ccc"/><text x="%.1f" y="%.1f" '
-                 'font-size="11" fill="#555">%d%%</text>' % (
-                     left, left + width, y(part), y(part), left - 35, y(part) + 4, part * 100)
-                 for part in (0, 0.5, 1)]
-        for name, color in colors.items():
-            mine = [(at, used, resets) for at, window, used, resets in readings if window == name]
-            points = []
-            for (at, used, resets), after in zip(mine, [m[0] for m in mine[1:]] + [last]):
-                points.append("%.1f,%.1f %.1f,%.1f" % (x(at), y(used), x(min(after, resets or after)),
-                                                       y(used)))
-                if resets and resets < after:
-                    points.append("%.1f,%.1f %.1f,%.1f" % (x(resets), y(0), x(after), y(0)))
-            lines += [line(" ".join(points), color)] * bool(mine)
-            if mine and kept.get(name):
-                height = y(1 - kept[name])
-                lines.append(line("%.1f,%.1f %.1f,%.1f" % (left, height, left + width, height), color, True))
-        out += ["<h2>Subscription windows</h2>", chart("Windows' utilisation over the night", 160, lines),
-                "<p class=legend>%s<span>dashed: the reserve kept, in its window's colour</span></p>"
-                % "".join(
-                    "<span>%s %s</span>" % (_swatch(color), WINDOWS[name][0])
-                    for name, color in colors.items() if any(reading[1] == name for reading in readings))]
-    out.append("<h2>Each session</h2>")
+    if not readings:
+        return []
+    lines = axis.scale((part, "%d%%" % (part * 100)) for part in (0, 0.5, 1))
+    for name, color in colors.items():
+        mine = [(at, used, resets) for at, window, used, resets in readings if window == name]
+        points: List[Tuple[float, float]] = []
+        for (at, used, resets), after in zip(mine, [m[0] for m in mine[1:]] + [axis.last]):
+            points += [(at, used), (min(after, resets or after), used)]
+            if resets and resets < after:
+                points += [(resets, 0), (after, 0)]
+        lines += [axis.line(points, color)] * bool(mine)
+        if mine and kept.get(name):
+            lines.append(axis.line([(axis.first, 1 - kept[name]), (axis.last, 1 - kept[name])], color, True))
+    return ["<h2>Subscription windows</h2>", axis.chart("Windows' utilisation over the night", 160, lines),
+            "<p class=legend>%s<span>dashed: the reserve kept, in its window's colour</span></p>" % "".join(
+                "<span>%s %s</span>" % (_swatch(color), WINDOWS[name][0])
+                for name, color in colors.items() if any(reading[1] == name for reading in readings))]
+
+
+def _sessions_html(reports: Sequence[Fields]) -> List[str]:
+    """Each session's attempts as a table (a long reason wraps in its cell), its
+    set-aside refs and how to look at one and take it back."""
+    from html import escape
+    out = ["<h2>Each session</h2>"]
+    kinds = ("num", "wide", "num", "", "num", "")  # (the columns' classes)
     for report in reports:
         row = glance(report)
         said = "%s · %s in %s · %s" % (row["status"], row["procedure"], row["where"],
                                        os.path.basename(report["session"]))
         out.append("<details open><summary>%s</summary><table class=att>%s%s" % (escape(said), "".join(
             "<col style=width:%s>" % size for size in ("5em", "6em", "6em", "9em", "5em", "auto")),
-            _tag("th", (("num", "#"), ("wide", "start"), ("num", "length"), "outcome", ("num", "cost"),
-                        "reason, or commit"))))
-        out += [_tag("td", (("num", escape(cells[0])), ("wide", escape(cells[1])), ("num", escape(cells[2])),
-                            escape(cells[3]), ("num", escape(cells[4])), escape(cells[5])),
-                     " class=bad" * (cells[3] in FAILING_OUTCOMES)) for cells in attempt_rows(report)]
+            _tag("th", zip(kinds, ("#", "start", "length", "outcome", "cost", "reason, or commit")))))
+        out += [_tag("td", zip(kinds, map(escape, cells)), " class=bad" * (cells[3] in FAILING_OUTCOMES))
+                for cells in attempt_rows(report)]
         out += ["</table>"] + ["<p>set aside: <code>%s</code> — see it: <code>git diff HEAD %s</code>; "
                                "take it: <code>git checkout %s -- .</code></p>" % ((escape(ref),) * 3)
                                for ref in report["set_aside"]] + ["</details>"]
+    return out
+
+
+def report_html(reports: Sequence[Fields], now: float) -> str:
+    """The morning page (SPEC 19 rev 5), in its order: the glance (a labelled total, a row
+    per session with a status badge and what to run next), one timeline of the night,
+    the cumulative cost and the windows on its axis, then each session's attempts as a
+    table. Every text from a log is escaped wherever it lands."""
+    from html import escape
+    first = min([r["at"] for r in reports] or [now])
+    axis = TimeAxis(first, max([r["ended"] for r in reports] + [first + 1]))
+    out = _glance_html(reports, first) + _timeline_html(reports, axis) + _cost_html(reports, axis) + \
+        _windows_html(reports, axis) + _sessions_html(reports)
     names = ", ".join(sorted({os.path.basename(r["cwd"] or "?") for r in reports}))
     title = "rooda report: %s, %s" % (names[:80], time.strftime("%b %d", time.localtime(first)))
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '

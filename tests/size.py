@@ -20,9 +20,9 @@ import time
 import tokenize
 
 ROODA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rooda.py")
-# SPEC 17 (rev 5) set 68,000 for the end of revision 5; what revision 5 cost past it after
-# consolidation raised it (to be reconsidered: see the README's decisions).
-BUDGET_TOKENS = 71800
+# SPEC 17 rev 6: at most 78,000 at the end of revision 6. Only SPEC 17 moves this number;
+# a change that cannot fit says so in its closing note, never here.
+BUDGET_TOKENS = 78000
 MAX_COLUMNS = 110       # SPEC 17: no line over 110 characters
 COMPILE_ROUNDS = 7
 PART = re.compile(r"^# ==== (\d+\. .*?) =+\s*$")

@@ -262,7 +262,7 @@ def test_13_status_words_a_limits_reset_from_now_not_from_when_the_session_ended
     logs = tmp_path / "logs"
     write_config(workspace, {"loop": {"on_limit": "stop"}})
     event = {"type": "rate_limit_event", "rate_limit_info": {"status": "rejected", "rateLimitType": "five_hour",
-                                                             "resetsAt": time.time() + 7200}}
+                                                             "resetsAt": time.time() + 7000}}
     agent.script({"actions": [{"out": events_line(event, {"type": "result", "is_error": True, "result": "no"})}],
                   "exit": 1})
     code, _, _ = rooda_cli(workspace, agent, "build", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", "claude",
@@ -276,7 +276,7 @@ def test_13_status_words_a_limits_reset_from_now_not_from_when_the_session_ended
             event["time"] = rooda.iso_time(rooda.parse_iso_time(event["time"]) - 3600)
     path.write_text("".join(json.dumps(event) + "\n" for event in events))
     _, said, _ = status(logs)
-    assert re.search(r"the limit resets at \d\d:\d\d \(in 1h59m\d\ds\)", said), said
+    assert re.search(r"the limit resets at \d\d:\d\d \(in 1h5\dm\d\ds\)", said), said
 
 
 # 14, 15: what notify is told ----------------------------------------------------------------------
