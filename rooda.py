@@ -30,15 +30,19 @@ cycle); annotations may name a later class (the run plan, an iteration under way
    7. Configuration          files, tiers, merging, provenance, Go rooda configs, the agent
    8. Prompt                 fragments, templates, PREVIOUS ITERATION, assembly
    9. Processes              signals, process groups, spawning, supervising a child
-  10. Reading output         promise signals, readers, usage, what is under way (Activity)
+  10. Reading output         promise signals, readers, usage, what is under way (Activity);
+                             what a verifier printed (test counts) and its result (Verified)
   11. Outcomes and causes    why an iteration ended, in words; provider trouble and waits;
                              the table of stops
-  12. Session files          their names, the writer (.log, .jsonl, live file), the reader
-  13. Gates and git          verify, done_when, requires, stuck, HEAD, commit and push, notify
-  14. Reporting              progress lines, status line, heartbeats
-  15. The loop               the plan, the state, one iteration in steps, run_loop
-  16. The morning report     `report`: the night as text, JSON and one page with its charts
-  17. Command line           argparse, plan_run, the commands, status, main
+  12. Session files          their names, the writer (.log, .jsonl, live file), the one
+                             reader of a session's events (status, report, resume)
+  13. Gates and git          verify, done_when, requires, stuck, HEAD, commit and push
+  14. Keeping the work honest  the test-count guard, protected paths, keep: better (Keeper)
+  15. Reporting              progress lines, status line, heartbeats, notify
+  16. The loop               the plan, the state, one iteration in steps, run_loop
+  17. The morning report     `report`: the night as text, JSON and one page with its charts
+  18. Command line           argparse, plan_run, the checks before a run (doctor's too), the
+                             commands, status, main
 """
 from __future__ import annotations
 
@@ -84,7 +88,7 @@ if TYPE_CHECKING:  # annotations only; never imported at run time (start-up cost
     Limited = Tuple[str, Optional[str], Optional[float]]   # a limit it said: (kind, message, resets_at)
     Reason = Tuple[str, str]                    # a cause in words: ("exit 1", "<its telling line>")
     Say = Callable[[str], None]                 # where a warning goes (Progress.warn)
-    Report = Callable[[str, str], None]         # doctor's lines: report(level, message)
+    Lines = List[Tuple[str, str, str]]          # the checks' lines: (level, topic, words)
     RunGit = Callable[..., "GitResult"]         # how the git helpers run git (GateRunner.git)
 
 
@@ -1444,6 +1448,18 @@ def decode_codex(event: dict) -> list | None:
     return None
 
 
+# Where a CLI keeps its files when its variable is not set (`$CODEX_HOME/auth.json`).
+CLI_HOMES = {"CODEX_HOME": "~/.codex"}
+
+
+def home_path(where: str, env: Environ) -> str:
+    """A CLI's file: `~/...`, or `$CODEX_HOME/...` -- the variable, else its default."""
+    if where.startswith("$"):
+        name, _, rest = where[1:].partition("/")
+        return os.path.join(os.path.expanduser(env.get(name) or CLI_HOMES.get(name, "~")), rest)
+    return os.path.expanduser(where)
+
+
 def codex_rollout(thread: str, env: Environ) -> Tuple[Readings, tuple]:
     """What Codex left in its session rollout file after an iteration (`exec --json` prints
     neither): the windows, from its last `token_count` (SPEC 18), and the typed kind of the
@@ -1623,13 +1639,11 @@ class AgentCLI(Record):
                 return where, who
         return None
 
-
-def home_path(where: str, env: Environ) -> str:
-    """A CLI's file: `~/...`, or `$CODEX_HOME/...` -- the variable, else its default."""
-    if where.startswith("$"):
-        name, _, rest = where[1:].partition("/")
-        return os.path.join(os.path.expanduser(env.get(name) or CLI_HOMES.get(name, "~")), rest)
-    return os.path.expanduser(where)
+    def api_key(self, env: Environ) -> str:
+        """The variable of the API key it is logged in with here (an API key has no
+        subscription windows, SPEC 18); "" for another login."""
+        paid = self.paid_by(env)
+        return paid[0] if paid and paid[0].endswith("API_KEY") else ""
 
 
 def _kinds(**causes: str) -> Dict[str, str]:
@@ -1637,8 +1651,6 @@ def _kinds(**causes: str) -> Dict[str, str]:
     return {kind: cause.replace("by_status", "") for cause, kinds in causes.items() for kind in kinds.split()}
 
 
-# Where a CLI keeps its files when its variable is not set (`$CODEX_HOME/auth.json`).
-CLI_HOMES = {"CODEX_HOME": "~/.codex"}
 # What to do about a model no account may use (SPEC 13 rev 5), for the rows' `advice`.
 _NO_SUCH_MODEL = "choose a model that exists and that the account may use (the agent command's --model)"
 
@@ -2142,7 +2154,7 @@ def dotted(key_path: Sequence[object]) -> str:
         if isinstance(part, int):
             text += "[%d]" % part
         else:
-            text += "." * bool(text) + str(part)
+            text += ("." if text else "") + str(part)
     return text
 
 
@@ -2804,6 +2816,14 @@ def check_agent_program(agent: AgentCommand) -> None:
     elif _which(program) is None:
         raise RoodaError("agent program '%s' not found on PATH; install it, or choose another"
                          " agent with --ai-cmd / --ai-cmd-alias" % program)
+
+
+def windows_owner(agent: AgentCommand, env: Environ) -> str:
+    """Whose the windows' readings are (SPEC 18): the CLI (or the format of a command of
+    one's own) and the kind of login -- an API key's has none, a subscription's are its."""
+    cli = agent.cli
+    login = "api key" if cli and cli.api_key(env) else "subscription"
+    return "%s %s" % (cli.name if cli else agent.format, login)
 
 
 def agent_argv(argv: Sequence[str], cli: AgentCLI | None, budget_left: float | None,
@@ -4478,6 +4498,138 @@ class Activity:
         return record
 
 
+# -- what a verifier's output says (SPEC 20, 22) -------------------------------------------
+
+# The summary lines of the test runners SPEC 22 names, each with its counts as `N word`
+# (`items`; unittest's `failures=1`, go's one word a line) and, where the runner's total
+# includes the skipped tests, that `total`. Every line one verify printed is summed; go's
+# own lines only where it ran verbose (`=== RUN`: without -v it prints a test's line only
+# when it fails, which is no count of the tests run, SPEC 22 rev 6) and not where gotestsum
+# said them again; the plain `N passed, N failed` only where no runner's line was found.
+_COUNT_LINES = (
+    ("gotestsum", r"^DONE (?P<total>\d+) tests?(?P<items>(?:, \d+ \w+)*) in "),
+    ("pytest", r"^=* ?(?P<items>(?:\d+ \w+(?:, )?)+|no tests ran) in [\d.]+s\b"),
+    ("unittest", r"^Ran (?P<total>\d+) tests? in [\d.]+s *\n(?: *\n)?(?:OK|FAILED)"
+                 r"(?: \((?P<items>[^)]*)\))?"),
+    ("go", r"^ *--- (?P<items>PASS|FAIL|SKIP): "),
+    ("cargo", r"^test result: \w+\. (?P<items>\d+ passed; \d+ failed; \d+ ignored; \d+ measured;"
+              r" \d+ filtered)"),
+    ("jest", r"^Tests: +(?P<items>.*?),? (?P<total>\d+) total"),
+    ("vitest", r"^ *Tests +(?P<items>[^(\n]*?) *\((?P<total>\d+)\)"),
+    ("plain", r"\b(?P<items>\d+ (?:passed|failed), \d+ (?:passed|failed))\b"))
+# Their words: tests that failed, and that did not run to a result of their own (a test
+# marked to fail is not one that passes: xfailed counts with skipped, SPEC 22 rev 6).
+_FAILED_WORDS = {"failed", "fail", "failure", "failures", "error", "errors"}
+_SKIPPED_WORDS = {"skipped", "skip", "deselected", "ignored", "filtered", "todo", "xfailed",
+                  "expected failures"}
+_RAN_WORDS = _FAILED_WORDS | {"passed", "pass", "xpassed", "measured", "unexpected successes"}
+
+
+# The lines a runner's summary may be on (each of _COUNT_LINES' passes, and go's `=== RUN`):
+# a verify's whole output is kept to these, not to its 8 KiB tail, which holds fewer
+# `--- PASS` lines the longer the tests' names are (a rename would look like a drop).
+_COUNT_HINT = re.compile(rb"\d+ (?:tests?|passed|failed)|no tests ran| in [\d.]+ ?s\b|\b(?:OK|FAILED)\b|"
+                         rb"--- (?:PASS|FAIL|SKIP): |^=== RUN |test result: |Tests[: ]")
+
+
+class CountedLines:
+    """A gate's stream kept to its _COUNT_HINT lines, the whole stream through (the last
+    4 MiB of them at most): where test_counts reads."""
+
+    def __init__(self) -> None:
+        self.partial, self.lines = b"", _Tail(4 << 20)
+
+    def __call__(self, chunk: bytes) -> None:
+        *whole, partial = (self.partial + chunk).split(b"\n")
+        self.partial = partial[-4096:]  # (a summary is short: a line with no end past this is none)
+        for line in whole:
+            if _COUNT_HINT.search(line):
+                self.lines(line + b"\n")
+
+    def text(self) -> bytes:
+        return self.lines.bytes() + self.partial
+
+
+def test_counts(output: bytes) -> Fields | None:
+    """The tests a verifier ran (passed, failed and errors), failed, and skipped, from the
+    summary lines its runner printed (SPEC 22): {"run", "skipped", "failed"}, or None when
+    it printed none."""
+    text, counts = clean(_decode(output)), {"run": 0, "skipped": 0, "failed": 0}
+    found: set = set()
+    verbose_go = re.search(r"^=== RUN ", text, re.M) is not None
+    for runner, pattern in _COUNT_LINES:
+        if (runner == "go" and ("gotestsum" in found or not verbose_go)) or (runner == "plain" and found):
+            continue
+        for match in re.finditer(pattern, text, re.M):
+            found.add(runner)
+            items = re.sub(r"([a-z][a-z ]*)=(\d+)", r"\2 \1", (match.group("items") or "").lower())
+            said: Dict[str, int] = collections.Counter()
+            for number, word in re.findall(r"(\d+) ([a-z]+(?: [a-z]+)?)", items) or [("1", items)]:
+                said[word] += int(number)
+            skipped = sum(said[word] for word in _SKIPPED_WORDS)
+            total = match.groupdict().get("total")
+            counts["run"] += int(total) - skipped if total else sum(said[word] for word in _RAN_WORDS)
+            counts["skipped"] += skipped
+            counts["failed"] += sum(said[word] for word in _FAILED_WORDS)
+    return counts if found else None
+
+
+class Verified(Record):
+    """A verify run as the guards weigh it and everything words it (SPEC 20, 22): its exit
+    code, its telling line, and -- where its runner printed them -- the tests it ran,
+    failed and skipped. The one record of a verify result: the loop's, a session read
+    back (status --json shows it as_json), the best state kept."""
+
+    exit_code: int
+    line: str = ""
+    counts: Fields | None = None   # {"run", "skipped", "failed"}
+
+    @classmethod
+    def of(cls, check: AgentResult) -> "Verified":
+        return cls(check.exit_code, _last_line(check.output, ()), check.counts)
+
+    @classmethod
+    def read(cls, fields: object) -> "Verified | None":
+        """A verify result from a `gate` event or status --json's record; None for what is
+        not one."""
+        fields = _mapping(fields)
+        counts = {key: value for key, value in _mapping(fields.get("counts")).items()
+                  if key in ("run", "skipped", "failed") and _typed(value, int) is not None}
+        if _typed(fields.get("exit_code"), int) is None or isinstance(fields["exit_code"], bool):
+            return None
+        return cls(fields["exit_code"], _one_line(fields.get("line"), REASON_CHARS),
+                   counts if len(counts) == 3 else None)
+
+    def worse_than(self, best: "Verified") -> str:
+        """The figure that makes this result worse than `best`'s (SPEC 22: it fails where the
+        best passed, or -- counts on both sides -- fails more tests, runs fewer, or skips
+        more), as words (`4 run where 5 ran`); "" when none does."""
+        if best.exit_code == 0 and self.exit_code:
+            return "failing where it passed"
+        for key, sign, words in (("failed", 1, "%d failed where %d did"), ("run", -1, "%d run where %d ran"),
+                                 ("skipped", 1, "%d skipped where %d were")):
+            if self.counts and best.counts and (self.counts[key] - best.counts[key]) * sign > 0:
+                return words % (self.counts[key], best.counts[key])
+        return ""
+
+    def words(self) -> str:
+        """`passing (12 run)`, `failing (3 failed of 12 run, 1 skipped)`, or, without
+        counts, `passing` and `failing (<its telling line>)`."""
+        counts, said = self.counts, "passing" if self.exit_code == 0 else "failing"
+        if counts:
+            failed = "%d failed of " % counts["failed"] if counts["failed"] else ""
+            skipped = ", %d skipped" % counts["skipped"] if counts["skipped"] else ""
+            return "%s (%s%d run%s)" % (said, failed, counts["run"], skipped)
+        if self.exit_code:
+            return "%s (%s)" % (said, _one_line(self.line, 100) or "exit %d" % self.exit_code)
+        return said
+
+    def as_json(self) -> Fields:
+        """As `status --json` and `report --json` show it."""
+        return {"result": "pass" if self.exit_code == 0 else "fail", "exit_code": self.exit_code,
+                "line": self.line, "counts": self.counts}
+
+
 # ==== 11. Outcomes and causes =========================================
 # Why an iteration ended and what the run does next (SPEC 5, 13, 15): the outcome and
 # the one cause of an iteration that did not succeed, the provider's part in it (bad
@@ -4873,12 +5025,6 @@ WAIT_KINDS = {
                         "the pace allows more", STOP_HELD, True)}
 
 
-def wait_kind(name: object) -> WaitKind:
-    """The kind of a wait the logs name (`limit` events' `kind`: a limit's own name, or
-    outage, reserve, pace)."""
-    return WAIT_KINDS.get(name if isinstance(name, str) else "", WAIT_KINDS[WAIT_LIMIT])
-
-
 class Wait(Record):
     """A wait before the next attempt (SPEC 13, 15, 18), the one place one is worded: its
     kind, its name in the logs (a limit's window or kind: five_hour, rate limit; else the
@@ -5246,7 +5392,7 @@ class SessionLog:
         """A wait's `limit` event (wait_seconds: 0 when the run stops instead; a hold's
         message: what holds, and its figures)."""
         held = "%s: %s" % (wait.doing(), wait.message)
-        self.event("limit", kind=wait.name, message=held if wait.row.holds else wait.message,
+        self.event("limit", wait=wait.kind, kind=wait.name, message=held if wait.row.holds else wait.message,
                    resets_at=iso_time(wait.until) if wait.until else None,
                    wait_seconds=0 if wait.beyond else round(wait.seconds, 1))
 
@@ -5399,11 +5545,96 @@ def _live_activity(files: SessionFiles, now: float) -> Fields:
     return found
 
 
-def _count_event(summary: Fields, event: Fields, usage: Fields, read_whole: bool) -> None:
-    """An iteration_end or a verify gate into a session's summary (summarize_session):
-    the counts, the last failure, usage, SPEC 22's records, what verify said."""
-    name, outcome, number = event["event"], event.get("outcome"), event.get("iteration")
-    if name == "iteration_end":
+# What `status --json` says of a session (the README lists them): SessionReader's summary.
+SUMMARY_FIELDS = (
+    "session procedure state status exit_code reason pid started iteration max_iterations iterations"
+    " successes failures limited unavailable elapsed_seconds usage last_event last_event_time waiting_until"
+    " waiting_for waiting activity tool_calls tokens consecutive_failures argv cwd skipped_lines baseline"
+    " last_verify resumable last_failure windows resets_at kept kept_verify set_aside restored").split()
+
+
+class SessionReader:
+    """A session's .jsonl read back (SPEC 8, 14, 19): the one reader `status`, `report` and
+    `resume` share. Each event that parses goes to its `on_<event>` method, its time parsed
+    once; a line that does not parse, or has not the shape rooda writes, is skipped and
+    counted, never a traceback. With `whole` false only the first line and the file's tail
+    are read (`status --all`: what is not there is unknown). With `detail` (`report`,
+    `resume`) it keeps what `status` needs not: each attempt, wait, window reading and
+    commit, the prompt read from stdin, and what the next attempt is told of."""
+
+    begun = last_at = ended = prompt = None
+    previous: Told | Baseline | None = None  # what the next attempt is told of (resume)
+    carried = 0.0
+    where: Tuple[object, object] = (None, None)  # the boot and pid namespace of its latest run
+
+    def __init__(self, path: str, now: float, whole: bool = True, detail: bool = False) -> None:
+        self.path, self.now, self.whole, self.detail = path, now, whole, detail
+        self.files = SessionFiles.of(path) or SessionFiles(*os.path.split(path))
+        self.summary: Fields = dict.fromkeys(SUMMARY_FIELDS)
+        self.summary.update(session=path, iterations=0, successes=0, failures=0, limited=0, unavailable=0,
+                            consecutive_failures=0 if whole else None, skipped_lines=0,
+                            set_aside=[], restored=0)  # (SPEC 22: refs of the attempts set aside)
+        self.usage: Fields = {}
+        self.windows: Readings = {}
+        self.events: List[Fields] = []   # (detail) the events, each with `at`, its epoch
+        self.attempts: List[Fields] = []
+        self.waits: List[Fields] = []
+        self.readings: List[tuple] = []
+        self.commits: Dict[object, Fields] = {}  # by iteration: a commit comes before its iteration's end
+        self.reserve: Fields = {}
+        self.open_wait: float | None = None      # the last wait's bound, while no event has come since
+
+    def read(self) -> Fields:
+        """The summary (status --json's fields), once every line is read."""
+        lines, self.read_whole = _read_session(self.path, self.whole)
+        summary = self.summary
+        for raw in lines:
+            if not raw.strip():
+                continue
+            try:
+                event = json.loads(raw, parse_float=_finite, parse_constant=_finite,
+                                   parse_int=lambda text: _finite(text, int))
+                name, at = event["event"], parse_iso_time(event["time"])
+                if not isinstance(name, str) or at is None:
+                    raise ValueError(name)
+                self.take(name, event, at)
+            except (ValueError, KeyError, TypeError, RecursionError, OverflowError, AttributeError):
+                summary["skipped_lines"] += 1
+        self.finish()
+        return summary
+
+    def take(self, name: str, event: Fields, at: float) -> None:
+        summary, wait = self.summary, _number(event.get("wait_seconds"))
+        self.close_wait(at)
+        summary["waiting_until"] = summary["waiting_for"] = summary["waiting"] = None
+        if name == "limit" and wait:  # (its kind of wait in a field of its own since rev 6: before, a limit)
+            summary["waiting_until"], summary["waiting_for"] = iso_time(at + wait), event.get("kind")
+            summary["waiting"] = event["wait"] if event.get("wait") in WAIT_KINDS else WAIT_LIMIT
+        handler = getattr(self, "on_" + name, None)
+        if handler:
+            handler(event, at)
+        summary["last_event"], summary["last_event_time"], self.last_at = name, event["time"], at
+        if self.detail:
+            self.events.append(dict(event, at=at))
+
+    def on_session_start(self, event: Fields, at: float) -> None:
+        self.summary.update(procedure=str(event.get("procedure")), started=event["time"],
+                            max_iterations=_typed(event.get("max_iterations"), int),
+                            argv=_typed(event.get("argv"), list), cwd=_typed(event.get("cwd"), str))
+        self.reserve = _mapping(event.get("reserve"))
+        self.prompt = _typed(event.get("prompt"), str)
+        self.on_session_resume(event, at)
+
+    def on_session_resume(self, event: Fields, at: float) -> None:
+        self.ended, self.where = None, (event.get("boot"), event.get("pidns"))
+        self.summary["pid"] = _typed(event.get("pid"), int)
+        self.begun, self.carried = at, _number(event.get("seconds")) or 0.0  # (what a resume carries)
+
+    def on_iteration_start(self, event: Fields, at: float) -> None:
+        self.summary["iteration"] = _typed(event.get("iteration"), int) or self.summary["iteration"]
+
+    def on_iteration_end(self, event: Fields, at: float) -> None:
+        summary, outcome, number = self.summary, event.get("outcome"), event.get("iteration")
         if outcome in (LIMITED, UNAVAILABLE):
             summary[outcome] += 1
         elif outcome in (SUCCESS, COMPLETED):
@@ -5411,134 +5642,137 @@ def _count_event(summary: Fields, event: Fields, usage: Fields, read_whole: bool
         elif outcome in FAILING_OUTCOMES:
             summary["failures"] += 1
             summary["last_failure"] = _typed(event.get("reason"), str)
-        if outcome not in (LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED):  # (the tail: its number)
-            summary["iterations"] = number if isinstance(number, int) and not read_whole else \
+        counted = outcome not in (LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED)
+        if counted:  # (the tail: its number)
+            summary["iterations"] = number if isinstance(number, int) and not self.read_whole else \
                 summary["iterations"] + 1
-            consecutive = event.get("consecutive_failures")
-            summary["consecutive_failures"] = consecutive if isinstance(consecutive, int) else 0
-        add_usage(usage, _mapping(event.get("usage")))
+            summary["consecutive_failures"] = _typed(event.get("consecutive_failures"), int) or 0
+        add_usage(self.usage, _mapping(event.get("usage")))
         summary["restored"] += bool(event.get("restored"))
         if isinstance(event.get("set_aside"), str):  # (the tree is the best state's again)
             summary["set_aside"].append(event["set_aside"])
             summary["last_verify"] = summary["kept_verify"] or summary["baseline"]
         if isinstance(event.get("kept"), str):  # (the best state, and what verify said of it)
             summary["kept"], summary["kept_verify"] = event["kept"], summary["last_verify"]
-    elif event.get("gate") == GATE_VERIFY and isinstance(event.get("exit_code"), int):
-        counts = {key: value for key, value in _mapping(event.get("counts")).items()
-                  if key in ("run", "skipped", "failed") and isinstance(value, int)}
-        summary["baseline" if event.get("baseline") else "last_verify"] = {
-            "result": "pass" if event["exit_code"] == 0 else "fail", "exit_code": event["exit_code"],
-            "line": str(event.get("line") or ""), "counts": counts if len(counts) == 3 else None}
+        if self.detail and isinstance(number, int):
+            self.attempt(event, number, at)
+        if counted and isinstance(number, int) and event.get("cause") not in STOPPING_CAUSES:
+            # (what the next attempt is told of: the last counted; the account's stop was no attempt's)
+            source, text = map(str, _list(event.get("feedback")) or ("the agent's", ""))
+            self.previous = Told(number, str(outcome), _typed(event.get("exit_code"), int) or 0,
+                                 _typed(event.get("cause"), str), str(event.get("reason") or ""),
+                                 feedback=text.encode("utf-8"), source=source,
+                                 next_step=_typed(_mapping(event.get("verdict")).get("next_step"), str))
+
+    def attempt(self, event: Fields, number: int, at: float) -> None:
+        """(detail) An attempt as `report` tells it, with its commit: rooda's, or the agent's
+        own (HEAD moved) when rooda made none."""
+        usage, seconds = _mapping(event.get("usage")), _number(event.get("seconds")) or 0.0
+        before, head = (clean(str(event.get(key)))[:12] for key in ("head_before", "head_after"))
+        if number not in self.commits and event.get("head_before") and event.get("head_after") and \
+                before != head:
+            self.commits[number] = {"hash": head, "subject": "the agent's (HEAD %s → %s)" % (
+                before[:7], head[:7])}
+        self.attempts.append({"iteration": number, "at": at - seconds, "seconds": seconds,
+                              "outcome": clean(str(event.get("outcome"))),
+                              "cause": _typed(event.get("cause"), str),
+                              "reason": _one_line(event.get("reason"), 1000) or None,
+                              "commit": self.commits.get(number), "cost_usd": _number(usage.get("cost_usd")),
+                              "set_aside": _typed(event.get("set_aside"), str),
+                              "error_kind": _one_line(event.get("error_kind"), 60) or None})
+
+    def on_gate(self, event: Fields, at: float) -> None:
+        said = Verified.read(event) if event.get("gate") == GATE_VERIFY else None
+        if said:
+            self.summary["baseline" if event.get("baseline") else "last_verify"] = said
+        if said and event.get("baseline") and said.exit_code:  # (what iteration 1 is told of)
+            self.previous = Baseline(str(event.get("command")), said.exit_code, said.line)
+
+    def on_commit(self, event: Fields, at: float) -> None:
+        self.commits[event.get("iteration")] = {"hash": clean(str(event.get("hash")))[:12],
+                                                "subject": _one_line(event.get("message"))}
+
+    def on_limit(self, event: Fields, at: float) -> None:
+        """A wait, or the stop instead of one: when the last limit resets, if it said
+        (`status` words it from now), and (detail) how long it lasted."""
+        self.summary["resets_at"] = parse_iso_time(event.get("resets_at")) and event["resets_at"]
+        wait = _number(event.get("wait_seconds"))
+        if self.detail and wait:
+            self.waits.append({"kind": self.summary["waiting"], "at": at, "seconds": 0.0})
+            self.open_wait = wait
+
+    def close_wait(self, at: float) -> None:
+        """(detail) A wait lasted as long as it said, or until the next event (Ctrl+C)."""
+        if self.open_wait is not None:
+            self.waits[-1]["seconds"] = round(max(min(self.open_wait, at - self.waits[-1]["at"]), 0), 3)
+            self.open_wait = None
+
+    def on_window(self, event: Fields, at: float) -> None:
+        reading = window_reading(event.get("utilization"), parse_iso_time(event.get("resets_at")),
+                                 event.get("status"), event.get("threshold"))
+        if reading and event.get("window") in WINDOWS:
+            self.windows[event["window"]] = reading
+            self.readings.append((at, event["window"], min(reading[0], 1), reading[1]))
+
+    def on_session_end(self, event: Fields, at: float) -> None:
+        self.ended = event
+
+    def finish(self) -> None:
+        """What the events left to say: how it ended (or that it runs, or died), its usage
+        and windows."""
+        summary, ended, usage = self.summary, self.ended, self.usage
+        self.close_wait(self.now)
+        if not self.read_whole:  # only what the tail holds: the counts from session_end, else unknown
+            summary.update(successes=None, failures=None, limited=None, unavailable=None)
+            usage = {}
+        if ended is not None:
+            summary.update(state=RUN_ENDED, status=_typed(ended.get("status"), str) or "?",
+                           exit_code=_typed(ended.get("exit_code"), int),
+                           reason=_typed(ended.get("reason"), str),
+                           resumable=_typed(ended.get("resumable"), bool),
+                           elapsed_seconds=_number(ended.get("seconds")))
+            for key, field in (("iterations", "iterations"), ("successes", "succeeded"),
+                               ("failures", "failed")):
+                if isinstance(ended.get(field), int):
+                    summary[key] = ended[field]
+            usage = _mapping(ended.get("usage")) or usage
+        else:
+            process = _process_state(summary["pid"], self.begun, self.where)
+            alive = process not in (None, "Z", "X")
+            summary["state"] = RUN_RUNNING if alive else RUN_DIED
+            if process in ("T", "t"):
+                summary["state"] = RUN_STOPPED
+            if self.begun is not None:  # a run that died lasted until its last sign of life
+                lasted_until = self.now if alive else _last_seen(self.files, self.last_at or self.begun)
+                summary["elapsed_seconds"] = round(self.carried + lasted_until - self.begun, 3)
+            if alive:
+                summary.update(_live_activity(self.files, self.now))
+            elif summary["state"] == RUN_DIED:  # (what is known of its death; not a failure before it)
+                summary.update(resumable=True, reason="killed or crashed: no session_end; the last event %s"
+                               " at %s" % (summary["last_event"], summary["last_event_time"]))
+        summary["usage"] = usage_record(usage) if usage else None
+        summary["windows"] = {name: {"utilization": used, "resets_at": iso_time(resets) if resets else None,
+                                     "status": status, "threshold": threshold}
+                              for name, (used, resets, status, threshold) in self.windows.items()}
 
 
-def summarize_session(path: str, now: float | None = None, whole: bool = True,
-                      events: List[Fields] | None = None) -> Fields:
-    """One session's state from its .jsonl (and live activity file): running, stopped,
-    ended or died, how far, why it ended, what it cost; each event that parsed appended
-    to `events`. A line that does not parse or has not the shape rooda writes is skipped
-    and counted, never a traceback."""
-    now = time.time() if now is None else now
-    files = SessionFiles.of(path) or SessionFiles(*os.path.split(path))
-    summary: Fields = dict.fromkeys((
-        "session procedure state status exit_code reason pid started iteration max_iterations iterations"
-        " successes failures limited unavailable elapsed_seconds usage last_event last_event_time"
-        " waiting_until waiting_for activity tool_calls tokens consecutive_failures argv cwd skipped_lines"
-        " baseline last_verify resumable last_failure windows resets_at kept kept_verify").split())
-    summary.update(session=path, iterations=0, successes=0, failures=0, limited=0, unavailable=0,
-                   consecutive_failures=0 if whole else None, skipped_lines=0,
-                   set_aside=[], restored=0)  # (SPEC 22: refs of the attempts set aside; restorations)
-    lines, read_whole = _read_session(path, whole)
-    usage: Fields = {}
-    windows: Readings = {}
-    begun = last_at = None  # when the session's latest run (its start, or its resume) began
-    where: Tuple[object, object] = (None, None)  # its boot and pid namespace
-    carried, ended = 0.0, None
-    for raw in lines:
-        if not raw.strip():
-            continue
-        try:
-            event = json.loads(raw, parse_float=_finite, parse_constant=_finite,
-                               parse_int=lambda text: _finite(text, int))
-            name, moment = event["event"], parse_iso_time(event["time"])
-            if not isinstance(name, str) or moment is None:
-                raise ValueError(name)
-            wait = _number(event.get("wait_seconds"))
-            until = iso_time(moment + wait) if name == "limit" and wait else None
-            if name == "limit":  # (when the last limit resets, if it said: `status` words it from now)
-                summary["resets_at"] = parse_iso_time(event.get("resets_at")) and event["resets_at"]
-        except (ValueError, KeyError, TypeError, RecursionError, OverflowError):
-            summary["skipped_lines"] += 1
-            continue
-        summary["last_event"], summary["last_event_time"], last_at = name, event["time"], moment
-        if events is not None:
-            events.append(dict(event, at=moment))
-        summary["waiting_until"], summary["waiting_for"] = until, event.get("kind") if until else None
-        if name == "session_start":
-            summary.update(procedure=str(event.get("procedure")), started=event["time"],
-                           max_iterations=_typed(event.get("max_iterations"), int),
-                           argv=_typed(event.get("argv"), list), cwd=_typed(event.get("cwd"), str))
-        if name in ("session_start", "session_resume"):
-            ended, where = None, (event.get("boot"), event.get("pidns"))
-            summary["pid"] = _typed(event.get("pid"), int)
-            begun, carried = moment, _number(event.get("seconds")) or 0.0  # (what a resume carries)
-        elif name == "iteration_start" and isinstance(event.get("iteration"), int):
-            summary["iteration"] = event["iteration"]
-        elif name in ("iteration_end", "gate"):
-            _count_event(summary, event, usage, read_whole)
-        elif name == "window" and event.get("window") in WINDOWS:
-            reading = window_reading(event.get("utilization"), parse_iso_time(event.get("resets_at")),
-                                     event.get("status"), event.get("threshold"))
-            if reading:
-                windows[event["window"]] = reading
-        elif name == "session_end":
-            ended = event
-    if not read_whole:  # only what the tail holds: the counts from session_end, else unknown
-        summary.update(successes=None, failures=None, limited=None, unavailable=None)
-        usage = {}
-    if ended is not None:
-        summary.update(state=RUN_ENDED, status=_typed(ended.get("status"), str) or "?",
-                       exit_code=_typed(ended.get("exit_code"), int), reason=_typed(ended.get("reason"), str),
-                       resumable=_typed(ended.get("resumable"), bool),
-                       elapsed_seconds=_number(ended.get("seconds")))
-        for key, field in (("iterations", "iterations"), ("successes", "succeeded"), ("failures", "failed")):
-            if isinstance(ended.get(field), int):
-                summary[key] = ended[field]
-        usage = _mapping(ended.get("usage")) or usage
-    else:
-        process = _process_state(summary["pid"], begun, where)
-        alive = process not in (None, "Z", "X")
-        summary["state"] = RUN_RUNNING if alive else RUN_DIED
-        if process in ("T", "t"):
-            summary["state"] = RUN_STOPPED
-        if begun is not None:  # a run that died lasted until its last sign of life
-            lasted_until = now if alive else _last_seen(files, last_at or begun)
-            summary["elapsed_seconds"] = round(carried + lasted_until - begun, 3)
-        if alive:
-            summary.update(_live_activity(files, now))
-        elif summary["state"] == RUN_DIED:  # (what is known of its death; a failure before it is not that)
-            summary.update(resumable=True, reason="killed or crashed: no session_end; the last event %s"
-                           " at %s" % (summary["last_event"], summary["last_event_time"]))
-    summary["usage"] = usage_record(usage) if usage else None
-    summary["windows"] = {name: {"utilization": used, "resets_at": iso_time(resets) if resets else None,
-                                 "status": status, "threshold": threshold}
-                          for name, (used, resets, status, threshold) in windows.items()}
-    return summary
+def summarize_session(path: str, now: float | None = None, whole: bool = True) -> Fields:
+    """One session's state from its .jsonl (and live activity file), as `status` shows it:
+    running, stopped, ended or died, how far, why it ended, what it cost."""
+    return SessionReader(path, time.time() if now is None else now, whole).read()
 
 
 def verify_course(summary: Mapping[str, Any]) -> str:
     """What verify said before iteration 1 and at the last iteration (SPEC 20): `failing
-    (3 failed, 10 passed) before → passing after`; "" when it never ran."""
-    def said(check: Mapping[str, Any]) -> str:
-        counts = check.get("counts")
-        ran = "%d run%s" % (counts["run"], ", %d skipped" % counts["skipped"] * bool(counts["skipped"])) \
-            if counts else ""
-        if check["result"] == "pass":
-            return "passing" + " (%s)" % ran * bool(ran)
-        return "failing (%s%s)" % (_one_line(check["line"], 100) or "exit %d" % check["exit_code"],
-                                   "; " * bool(ran) + ran)
+    (3 failed of 13 run) before → passing (13 run) after`; "" when it never ran."""
     last = " after" if summary["baseline"] else " at the last iteration"
-    return " → ".join(said(summary[key]) + words for key, words in (
+    return " → ".join(summary[key].words() + words for key, words in (
         ("baseline", " before"), ("last_verify", last)) if summary[key])
+
+
+def as_json(value: object) -> str:
+    """A summary or a report as one JSON line: its verify results as status --json shows them."""
+    return json.dumps(value, ensure_ascii=False, default=Verified.as_json)
 
 
 def _first_event(path: str) -> Fields:
@@ -5900,6 +6134,15 @@ def commit_identity(run_git: RunGit) -> Tuple[str | None, str]:
     return (result.out.rsplit(">", 1)[0] + ">", "") if result.exit_code == 0 else (None, result.message())
 
 
+def missing_requires(plan: RunPlan) -> str:
+    """The paths a procedure requires that are missing (SPEC 6), in words; "" when none is."""
+    missing = [path for path in plan.gates.requires if not os.path.exists(os.path.join(plan.cwd, path))]
+    if not missing:
+        return ""
+    return "procedure %s requires %s, which %s missing%s" % (
+        plan.procedure, ", ".join(missing), "is" if len(missing) == 1 else "are", plan.gates.requires_hint)
+
+
 def gate_trouble(result: AgentResult, timeout: float) -> str:
     """Why a gate command could not run at all -- exit 126 or 127, a signal, its timeout --
     as opposed to saying "not yet" or failing (SPEC 6, 20); "" when it ran."""
@@ -5916,7 +6159,8 @@ def gate_trouble(result: AgentResult, timeout: float) -> str:
 
 # Words a gate command may start with that are the shell's own, not a program on PATH.
 SHELL_WORDS = set("cd test [ [[ if for while until case ! exec export set true false . source eval command"
-                  " builtin time".split())
+                  " builtin time exit return : { ( echo printf pwd read wait trap shift unset ulimit umask"
+                  " type hash kill local getopts".split())
 
 
 def missing_program(command: str, cwd: str) -> str:
@@ -5949,111 +6193,229 @@ def verify_fingerprint(output: bytes) -> str:
     return error_fingerprint(b"%s\n%s" % (CAUSE_VERIFY.encode(), output))
 
 
-# -- keeping the night's work honest (SPEC 22) -------------------------------------------
-
-# The summary lines of the test runners SPEC 22 names, each with its counts as `N word`
-# (`items`; unittest's `failures=1`, go's one word a line) and, where the runner's total
-# includes the skipped tests, that `total`. Every line one verify printed is summed; go's
-# own lines not where gotestsum said them again, the plain `N passed, N failed` only
-# where no runner's line was found.
-_COUNT_LINES = (
-    ("gotestsum", r"^DONE (?P<total>\d+) tests?(?P<items>(?:, \d+ \w+)*) in "),
-    ("pytest", r"^=* ?(?P<items>(?:\d+ \w+(?:, )?)+|no tests ran) in [\d.]+s\b"),
-    ("unittest", r"^Ran (?P<total>\d+) tests? in [\d.]+s *\n(?: *\n)?(?:OK|FAILED)"
-                 r"(?: \((?P<items>[^)]*)\))?"),
-    ("go", r"^ *--- (?P<items>PASS|FAIL|SKIP): "),
-    ("cargo", r"^test result: \w+\. (?P<items>\d+ passed; \d+ failed; \d+ ignored; \d+ measured;"
-              r" \d+ filtered)"),
-    ("jest", r"^Tests: +(?P<items>.*?),? (?P<total>\d+) total"),
-    ("vitest", r"^ *Tests +(?P<items>[^(\n]*?) *\((?P<total>\d+)\)"),
-    ("plain", r"\b(?P<items>\d+ (?:passed|failed), \d+ (?:passed|failed))\b"))
-# Their words: tests that failed, and that did not run (the others ran, passed or not).
-_FAILED_WORDS = {"failed", "fail", "failure", "failures", "error", "errors"}
-_SKIPPED_WORDS = {"skipped", "skip", "deselected", "ignored", "filtered", "todo"}
-_RAN_WORDS = _FAILED_WORDS | {"passed", "pass", "xfailed", "xpassed", "measured", "expected failures",
-                              "unexpected successes"}
+def commit_message(plan: RunPlan, session: str, number: int, label: str, report: StreamReport) -> List[str]:
+    """A commit's subject from the template (SPEC 16: {procedure}, {iteration} and {summary},
+    the first line of the agent's final message without its markers), and the trailers that
+    tell runs apart and say what the commit cost."""
+    text = report.last_text
+    for marker in signal_markers(plan.signals):
+        text = text.replace(marker, "")
+    summary = _one_line(text, 72) or "iteration %d" % number
+    subject = plan.gates.message.replace("{procedure}", plan.procedure)
+    subject = subject.replace("{iteration}", str(number)).replace("{summary}", summary)
+    usage = ", ".join(describe_usage(report.usage or {}, brief=True)) or "not reported"
+    return [subject, "Rooda-Session: %s\nRooda-Iteration: %s\nRooda-Usage: %s" % (session, label, usage)]
 
 
-# The lines a runner's summary may be on (each of _COUNT_LINES' passes): a verify's whole
-# output is kept to these, not to its 8 KiB tail, which holds fewer `--- PASS` lines the
-# longer the tests' names are (a rename would look like a drop).
-_COUNT_HINT = re.compile(rb"\d+ (?:tests?|passed|failed)|no tests ran| in [\d.]+ ?s\b|\b(?:OK|FAILED)\b|"
-                         rb"--- (?:PASS|FAIL|SKIP): |test result: |Tests[: ]")
+LONG_GATE_SECONDS = 10.0  # a gate that runs longer is announced when it ends, passed or not
 
 
-class CountedLines:
-    """A gate's stream kept to its _COUNT_HINT lines, the whole stream through (the last
-    4 MiB of them at most): where test_counts reads."""
+class GateRunner:
+    """The commands a run runs besides the agent -- its gates, git and `notify` -- each
+    under the run's guard and bounded, shown on the status line while it runs and
+    logged; and what the gates decide of the run (verify's baseline, stuck). Without a
+    guard, progress or log (doctor, the checks before a run) git runs plain."""
 
-    def __init__(self) -> None:
-        self.partial, self.lines = b"", _Tail(4 << 20)
+    def __init__(self, plan: RunPlan, guard: SignalGuard | None = None,
+                 progress: Progress | None = None, log: SessionLog | None = None,
+                 out: Outlet | None = None, err: Outlet | None = None) -> None:
+        self.plan, self.guard, self.progress, self.log = plan, guard, progress, log
+        verbose = plan.verbosity >= VERBOSE
+        self.stdout_sink = out.write if verbose and out is not None else None
+        self.stderr_sink = err.write if verbose and err is not None else None
+        self.log_sink = log.write if log else None
+        # How commits and set-aside refs name this run: its session, else its start (--no-log).
+        self.session = log.files.base if log else time.strftime("run-%Y%m%d-%H%M%S")
 
-    def __call__(self, chunk: bytes) -> None:
-        *whole, partial = (self.partial + chunk).split(b"\n")
-        self.partial = partial[-4096:]  # (a summary is short: a line with no end past this is none)
-        for line in whole:
-            if _COUNT_HINT.search(line):
-                self.lines(line + b"\n")
+    def step(self, what: str) -> Ticker | None:
+        """A gate or git step begins: `verify: make test · 12s` on the status line."""
+        return self.progress.begin(Activity("step", what)) if self.progress else None
 
-    def text(self) -> bytes:
-        return self.lines.bytes() + self.partial
+    def end_step(self) -> None:
+        if self.progress:
+            self.progress.end()
+
+    def shell(self, command: str, limits: Limits, env: Env | None = None, ticker: Ticker | None = None,
+              on_output: Sink | None = None, on_stderr: Sink | None = None) -> AgentResult:
+        """Run a gate (or `notify`) command with `sh -c` in the run directory under the run's
+        guard, stdin empty; the result keeps the last 8 KiB of its output."""
+        tail = _Tail(FEEDBACK_TAIL_BYTES * 4)
+        result = run_agent(["sh", "-c", command], "", env=env, cwd=self.plan.cwd, guard=self.guard,
+                           limits=limits, on_stdout=_tee(tail, on_output), on_stderr=_tee(tail, on_stderr),
+                           ticker=ticker)
+        return result.replace(output=tail.bytes())
+
+    def gate(self, gate: str, command: str, run: str = "") -> AgentResult:
+        """Run a gate, showing its output in verbose mode and logging it; announced when
+        it takes long or fails (SPEC 5 rev 2), and always as verify's `baseline` (SPEC 20).
+        A verify's test counts are read from its whole output (SPEC 22). `run`: "baseline",
+        or "again" -- keep: better's second run, to confirm a worse result -- each so
+        named in the event, the log and the terminal."""
+        plan, progress = self.plan, self.progress
+        assert progress
+        shown = gate + " (again, to confirm)" if run == "again" else gate
+        if self.log:
+            self.log.gate_start(shown, command)
+        ticker, counted = self.step("%s: %s" % (shown, _one_line(command, 60))), CountedLines()
+        try:
+            result = self.shell(command, Limits(timeout=plan.gate_timeout, grace=plan.kill_grace),
+                                ticker=ticker, on_output=_tee(self.stdout_sink, self.log_sink, counted),
+                                on_stderr=_tee(self.stderr_sink, self.log_sink, counted))
+        finally:
+            self.end_step()
+        if result.interrupted is not None:  # (no result: an interrupted baseline is no baseline)
+            if self.log:
+                self.log.text("--- %s interrupted by %s ---\n" % (gate, signal_name(result.interrupted)))
+            raise Interrupted(result.interrupted)
+        said = ""
+        if gate == GATE_VERIFY:
+            result = result.replace(counts=test_counts(counted.text()))
+            said = _last_line(result.output, ())
+        if self.log:  # (a verify's telling line and test counts, SPEC 20 and 22)
+            more: Dict[str, object] = {run: True} if run else {}
+            if gate == GATE_VERIFY:
+                more.update(line=said, counts=result.counts)
+            self.log.gate_end(gate, command, result.exit_code, result.seconds, **more)
+        said = ": " + said if said else ""
+        if result.timed_out:
+            progress.warn("%s: `%s` did not finish within %s and was stopped"
+                          % (gate, command, format_budget(plan.gate_timeout)))
+        elif run == "baseline":
+            if not gate_trouble(result, plan.gate_timeout):  # (else the run stops, saying why)
+                progress.info("verify passes before iteration 1" if result.exit_code == 0 else
+                              "verify fails before iteration 1 (exit %d)%s" % (result.exit_code, said))
+        elif gate == GATE_VERIFY and result.exit_code != 0:
+            progress.info("%s: %s failed (exit %d) in %s%s" % (
+                shown, _one_line(command, 80), result.exit_code, format_duration(result.seconds), said))
+        elif result.seconds >= LONG_GATE_SECONDS:  # (a verify gate that got here passed)
+            verdict = "says done" if result.exit_code == 0 else "says not yet (exit %d)" % result.exit_code
+            if gate == GATE_VERIFY:
+                verdict = "passed"
+            progress.info("%s: %s %s in %s" % (
+                shown, _one_line(command, 80), verdict, format_duration(result.seconds)))
+        return result
+
+    def baseline(self, state: LoopState) -> None:
+        """verify once before iteration 1 (SPEC 20): what the agent starts from, its test
+        counts what verify is held to; a failing one is what iteration 1 is told of and the
+        first of same_error's. A RoodaError when it cannot run at all (the run stops before
+        the agent spends)."""
+        plan = self.plan
+        state.step = "while verify ran before iteration 1"
+        result = self.gate(GATE_VERIFY, plan.verify, "baseline")
+        state.step = ""
+        if gate_trouble(result, plan.gate_timeout):
+            raise RoodaError(cannot_run(GATE_VERIFY, plan.verify, result, plan.gate_timeout))
+        failed = result.exit_code and result.output.strip()
+        fingerprint = verify_fingerprint(result.output) if failed else None
+        state.baseline = baseline = Baseline(plan.verify, result.exit_code, verify_words(result)[1],
+                                             result.output, fingerprint)
+        state.counts = (result.counts, "before iteration 1") if result.counts else None
+        if result.exit_code:
+            state.previous, state.fingerprint = baseline, baseline.fingerprint
+            state.same_error = int(baseline.fingerprint is not None)
+
+    def git(self, args: List[str], env: Env | None = None, stdin: str = "", finish: bool = False
+            ) -> GitResult:
+        """A git command of the run, under its guard and gate_timeout (`finish`: not cut by
+        a signal -- a restore ends what it began). A commit or a push (what runs hooks
+        and changes something) is a gate, shown in verbose mode and logged with its
+        output; the plumbing around it (add, diff, ...) is logged only when it fails, with
+        git's output."""
+        plan, log = self.plan, self.log
+        import shlex  # (shown as a shell would take it: a message has newlines)
+        record, shown = args[0] in ("commit", "push"), "git " + " ".join(map(shlex.quote, args))
+        if record and log:
+            log.gate_start(GATE_GIT, shown)
+        started = time.monotonic()
+        ticker = self.step("git: " + args[0])  # a slow hook keeps the line going
+        try:
+            result = git(args, plan.cwd, timeout=plan.gate_timeout, env=env, kill_grace=plan.kill_grace,
+                         guard=None if finish else self.guard, ticker=ticker, stdin=stdin,
+                         echo_out=_tee(self.stdout_sink, self.log_sink) if record else None,
+                         echo_err=_tee(self.stderr_sink, self.log_sink) if record else None)
+        finally:
+            self.end_step()
+        if record and log:
+            log.gate_end(GATE_GIT, shown, result.exit_code, time.monotonic() - started)
+        elif result.exit_code != 0 and args[0] in ("add", "rm", "write-tree") and log:
+            log.text("--- git: %s ---\n%s%s--- git exited %d ---\n" % (
+                shown, result.out, result.err, result.exit_code))
+        if result.interrupted is not None:
+            raise Interrupted(result.interrupted)
+        return result
+
+    def fingerprint(self) -> str | None:
+        """The no_change fingerprint of the work tree; None, with a warning that quotes
+        git, when git failed (a failure is never "unchanged", SPEC 6)."""
+        assert self.plan.repo and self.progress
+        tree, problem = worktree_tree(self.git, self.plan.repo, self.plan.log_dir)
+        if problem:
+            self.progress.warn("stuck.no_change: %s; this iteration is not counted" % problem)
+        return tree and "%s:%s" % (read_head(self.plan.repo) or "-", tree)
+
+    def uncommitted(self) -> List[str]:
+        """What the work tree holds that is not committed, rooda's session logs left out
+        (`git status --porcelain` lines, at most 20); [] outside git or when git fails."""
+        plan = self.plan
+        if not plan.repo:
+            return []
+        found = self.git(["status", "--porcelain", "--untracked-files=all", "--", "."] + [
+            ":(exclude," + spec[2:] for spec in session_log_pathspecs(plan.repo, plan.log_dir)])
+        return [line for line in found.out.splitlines() if line.strip() and not found.exit_code][:20]
+
+    def stuck(self, state: LoopState, attempt: _Attempt) -> str | None:
+        """The stuck detectors of SPEC 6, after the outcome: why the run is stuck, or None."""
+        gates, feedback = self.plan.gates, attempt.feedback
+        if gates.same_error:
+            # The same error is the same cause with the same evidence (SPEC 15): the
+            # verifier's output, else the reason -- three different explanations of a
+            # FAILURE are not the same error. A failure that printed nothing has no error to
+            # compare: it resets the count, so silent failures abort, not "stick".
+            verify = attempt.cause == CAUSE_VERIFY
+            evidence = feedback if verify else ("%s: %s" % (attempt.reason or ("", ""))).encode()
+            if attempt.outcome in FAILING_OUTCOMES and feedback.strip() and evidence.strip():
+                # (verify's own line too: verify_fingerprint is this for a verify failure)
+                fingerprint = error_fingerprint(("%s\n" % attempt.cause).encode() + evidence)
+                state.same_error = state.same_error + 1 if fingerprint == state.fingerprint else 1
+                state.fingerprint = fingerprint
+            else:
+                state.same_error, state.fingerprint = 0, None
+            if state.same_error >= gates.same_error:
+                state.stuck_excerpt = error_excerpt(feedback) if verify else []
+                return "same error in %d consecutive failures" % state.same_error
+        if gates.no_change and attempt.tree_before is not None:
+            after = self.fingerprint()
+            if after is None:
+                return None  # git failed: said so, and not counted either way
+            state.unchanged = state.unchanged + 1 if after == attempt.tree_before else 0
+            if state.unchanged >= gates.no_change:
+                return "no change in %s" % plural(state.unchanged, "iteration")
+        return None
 
 
-def test_counts(output: bytes) -> Fields | None:
-    """The tests a verifier ran (passed, failed and errors), failed, and skipped, from the
-    summary lines its runner printed (SPEC 22): {"run", "skipped", "failed"}, or None when
-    it printed none."""
-    text, counts = clean(_decode(output)), {"run": 0, "skipped": 0, "failed": 0}
-    found: set = set()
-    for runner, pattern in _COUNT_LINES:
-        if (runner == "go" and "gotestsum" in found) or (runner == "plain" and found):
-            continue
-        for match in re.finditer(pattern, text, re.M):
-            found.add(runner)
-            items = re.sub(r"([a-z][a-z ]*)=(\d+)", r"\2 \1", (match.group("items") or "").lower())
-            said: Dict[str, int] = collections.Counter()
-            for number, word in re.findall(r"(\d+) ([a-z]+(?: [a-z]+)?)", items) or [("1", items)]:
-                said[word] += int(number)
-            skipped = sum(said[word] for word in _SKIPPED_WORDS)
-            total = match.groupdict().get("total")
-            counts["run"] += int(total) - skipped if total else sum(said[word] for word in _RAN_WORDS)
-            counts["skipped"] += skipped
-            counts["failed"] += sum(said[word] for word in _FAILED_WORDS)
-    return counts if found else None
+# ==== 14. Keeping the work honest ====================================
+# SPEC 22: what an agent may not do to the night's work, checked deterministically, and
+# nothing lost. The test counts a verify run is held to (test_counts: guard), the paths
+# the agent may not change put back (protect), and the best state kept with a worse
+# attempt set aside under a git ref (keep: better, the Keeper).
 
-
-def verify_result(check: AgentResult) -> tuple:
-    """A verify run as SPEC 22 weighs it: (passed, tests failed, run, skipped), or
-    (passed,) where its runner printed no counts."""
-    counts, passed = check.counts, check.exit_code == 0
-    return (passed, counts["failed"], counts["run"], counts["skipped"]) if counts else (passed,)
-
-
-def result_words(result: tuple) -> str:
-    """`passing (12 run)`, `failing (3 failed of 12 run, 1 skipped)`, `failing`."""
-    said = "passing" if result[0] else "failing"
-    if result[1:]:
-        said += " (%s%d run%s)" % ("%d failed of " % result[1] * bool(result[1]), result[2],
-                                   ", %d skipped" % result[3] * bool(result[3]))
-    return said
-
-
-def is_worse(result: tuple, best: tuple) -> bool:
-    """Whether a verify result is worse than the best kept state's (SPEC 22): it fails where
-    the best passed, or (with counts on both sides) fails more tests, runs fewer, or skips
-    more."""
-    counted = len(result) == len(best) == 4
-    return (best[0] and not result[0]) or counted and (
-        result[1] > best[1] or result[2] < best[2] or result[3] > best[3])
-
-
-class Best(Record):
-    """The best state so far under keep: better (SPEC 22): the work tree as a commit object
-    (the index as a tree of its own), and its verify result (None before one is known)."""
-
-    commit: str
-    index: str
-    result: tuple | None
+def counts_drop(held: Tuple[Fields, str] | None, said: Verified) -> str:
+    """What a verify run's test counts fell below (SPEC 22): the counts it is held to and
+    since when (before iteration 1, or the first read), against its own: `passed with 9
+    tests run where 12 ran before iteration 1`; "" when nothing fell."""
+    if not held:
+        return ""
+    counts, (before, since) = said.counts, held
+    verb = "passed" if said.exit_code == 0 else "failed"
+    if counts is None:
+        return "printed no test counts where it printed %d run %s" % (before["run"], since)
+    if counts["run"] < before["run"]:
+        return "%s with %s run where %d ran %s" % (verb, plural(counts["run"], "test"), before["run"], since)
+    if counts["skipped"] > before["skipped"]:
+        skipped = plural(counts["skipped"], "test")
+        return "%s with %s skipped where %d were %s" % (verb, skipped, before["skipped"], since)
+    return ""
 
 
 class ProtectedPaths:
@@ -6184,202 +6546,83 @@ class ProtectedPaths:
             os.rmdir(self.copies)  # (only when nothing of the agent's is in it)
 
 
-class GateRunner:
-    """The commands a run runs besides the agent -- its gates, git and `notify` -- each
-    under the run's guard and bounded, shown on the status line while it runs and
-    logged; and what the gates decide of an iteration (its commit message, stuck).
-    Without a guard, progress or log (doctor, the checks before a run) git runs plain."""
+class Best(Record):
+    """The best state so far under keep: better (SPEC 22): the work tree as a commit object
+    (the index as a tree of its own), and its verify result (None before one is known)."""
 
-    def __init__(self, plan: RunPlan, guard: SignalGuard | None = None,
-                 progress: Progress | None = None, log: SessionLog | None = None,
-                 out: Outlet | None = None, err: Outlet | None = None) -> None:
-        self.plan, self.guard, self.progress, self.log = plan, guard, progress, log
-        verbose = plan.verbosity >= VERBOSE
-        self.stdout_sink = out.write if verbose and out is not None else None
-        self.stderr_sink = err.write if verbose and err is not None else None
-        self.log_sink = log.write if log else None
-        self.markers = signal_markers(plan.signals)
-        # How commits and set-aside refs name this run: its session, else its start (--no-log).
-        self.session = log.files.base if log else time.strftime("run-%Y%m%d-%H%M%S")
+    commit: str
+    index: str
+    result: Verified | None
 
-    def step(self, what: str) -> Ticker | None:
-        """A gate or git step begins: `verify: make test · 12s` on the status line."""
-        return self.progress.begin(Activity("step", what)) if self.progress else None
 
-    def end_step(self) -> None:
-        if self.progress:
-            self.progress.end()
+class Keeper:
+    """keep: better (SPEC 22), its one owner: the best state so far -- the tree before
+    iteration 1, then after each attempt kept -- and its verify result; whether an
+    attempt's result is worse (confirmed by a second run before anything moves), the
+    set-aside that keeps a worse attempt under a ref and puts the tree back, and the
+    words for both. The loop asks it; nothing else reads the setting."""
 
-    def shell(self, command: str, limits: Limits, env: Env | None = None, ticker: Ticker | None = None,
-              on_output: Sink | None = None, on_stderr: Sink | None = None) -> AgentResult:
-        """Run a gate (or `notify`) command with `sh -c` in the run directory under the run's
-        guard, stdin empty; the result keeps the last 8 KiB of its output."""
-        tail, out, err = _Tail(FEEDBACK_TAIL_BYTES * 4), CountedLines(), CountedLines()
-        result = run_agent(["sh", "-c", command], "", env=env, cwd=self.plan.cwd, guard=self.guard,
-                           limits=limits, on_stdout=_tee(tail, out, on_output),
-                           on_stderr=_tee(tail, err, on_stderr), ticker=ticker)
-        return result.replace(output=tail.bytes(), counts=test_counts(out.text() + err.text()))
+    BETTER = "better"               # the setting's word for it: nothing else compares it
 
-    def gate(self, gate: str, command: str, run: str = "") -> AgentResult:
-        """Run a gate, showing its output in verbose mode and logging it; announced when
-        it takes long or fails (SPEC 5 rev 2), and always as verify's `baseline` (SPEC 20).
-        `run`: "baseline", or "again" -- keep: better's second run, to confirm a worse
-        result -- each so named in the event, the log and the terminal."""
-        plan, progress = self.plan, self.progress
-        assert progress
-        shown = gate + " (again, to confirm)" * (run == "again")
-        if self.log:
-            self.log.gate_start(shown, command)
-        ticker = self.step("%s: %s" % (shown, _one_line(command, 60)))
-        try:
-            result = self.shell(command, Limits(timeout=plan.gate_timeout, grace=plan.kill_grace),
-                                ticker=ticker, on_output=_tee(self.stdout_sink, self.log_sink),
-                                on_stderr=_tee(self.stderr_sink, self.log_sink))
-        finally:
-            self.end_step()
-        said = _last_line(result.output, ()) if gate == GATE_VERIFY else ""
-        if result.interrupted is not None:  # (no result: an interrupted baseline is no baseline)
-            if self.log:
-                self.log.text("--- %s interrupted by %s ---\n" % (gate, signal_name(result.interrupted)))
-            raise Interrupted(result.interrupted)
-        if self.log:  # (a verify's telling line and test counts, SPEC 20 and 22)
-            more: Dict[str, object] = {run: True} if run else {}
-            if gate == GATE_VERIFY:
-                more.update(line=said, counts=result.counts)
-            self.log.gate_end(gate, command, result.exit_code, result.seconds, **more)
-        if result.timed_out:
-            progress.warn("%s: `%s` did not finish within %s and was stopped"
-                          % (gate, command, format_budget(plan.gate_timeout)))
-        elif run == "baseline":
-            if not gate_trouble(result, plan.gate_timeout):  # (else the run stops, saying why)
-                said = ": " + said if said else ""
-                progress.info("verify passes before iteration 1" if result.exit_code == 0 else
-                              "verify fails before iteration 1 (exit %d)%s" % (result.exit_code, said))
-        elif gate == GATE_VERIFY and result.exit_code != 0:
-            progress.info("%s: %s failed (exit %d) in %s%s" % (
-                shown, _one_line(command, 80), result.exit_code, format_duration(result.seconds),
-                ": " + said if said else ""))
-        elif result.seconds >= LONG_GATE_SECONDS:  # (a verify gate that got here passed)
-            verdict = "says done" if result.exit_code == 0 else "says not yet (exit %d)" % result.exit_code
-            if gate == GATE_VERIFY:
-                verdict = "passed"
-            progress.info("%s: %s %s in %s" % (
-                shown, _one_line(command, 80), verdict, format_duration(result.seconds)))
-        return result
+    def __init__(self, plan: RunPlan, run_git: RunGit, session: str) -> None:
+        self.plan, self.run_git, self.session = plan, run_git, session
+        self.best: Best | None = None
 
-    def baseline(self, state: LoopState) -> None:
-        """verify once before iteration 1 (SPEC 20): what the agent starts from, its test
-        counts what verify is held to; a failing one is what iteration 1 is told of and the
-        first of same_error's. A RoodaError when it cannot run at all (the run stops before
-        the agent spends)."""
-        plan = self.plan
-        state.step = "while verify ran before iteration 1"
-        result = self.gate(GATE_VERIFY, plan.verify, "baseline")
-        state.step = ""
-        if gate_trouble(result, plan.gate_timeout):
-            raise RoodaError(cannot_run(GATE_VERIFY, plan.verify, result, plan.gate_timeout))
-        failed = result.exit_code and result.output.strip()
-        fingerprint = verify_fingerprint(result.output) if failed else None
-        state.baseline = baseline = Baseline(plan.verify, result.exit_code, verify_words(result)[1],
-                                             result.output, fingerprint)
-        state.counts = (result.counts, "before iteration 1") if result.counts else None
-        if result.exit_code:
-            state.previous, state.fingerprint = baseline, baseline.fingerprint
-            state.same_error = int(baseline.fingerprint is not None)
+    @classmethod
+    def wanted(cls, plan: RunPlan) -> bool:
+        return plan.keep == cls.BETTER
 
-    def git(self, args: List[str], env: Env | None = None, stdin: str = "", finish: bool = False
-            ) -> GitResult:
-        """A git command of the run, under its guard and gate_timeout (`finish`: not cut by
-        a signal -- a restore ends what it began). A commit or a push (what runs hooks
-        and changes something) is a gate, shown in verbose mode and logged with its
-        output; the plumbing around it (add, diff, ...) is logged only when it fails, with
-        git's output."""
-        plan, log = self.plan, self.log
-        import shlex  # (shown as a shell would take it: a message has newlines)
-        record, shown = args[0] in ("commit", "push"), "git " + " ".join(map(shlex.quote, args))
-        if record and log:
-            log.gate_start(GATE_GIT, shown)
-        started = time.monotonic()
-        ticker = self.step("git: " + args[0])  # a slow hook keeps the line going
-        try:
-            result = git(args, plan.cwd, timeout=plan.gate_timeout, env=env, kill_grace=plan.kill_grace,
-                         guard=None if finish else self.guard, ticker=ticker, stdin=stdin,
-                         echo_out=_tee(self.stdout_sink, self.log_sink) if record else None,
-                         echo_err=_tee(self.stderr_sink, self.log_sink) if record else None)
-        finally:
-            self.end_step()
-        if record and log:
-            log.gate_end(GATE_GIT, shown, result.exit_code, time.monotonic() - started)
-        elif result.exit_code != 0 and args[0] in ("add", "rm", "write-tree") and log:
-            log.text("--- git: %s ---\n%s%s--- git exited %d ---\n" % (
-                shown, result.out, result.err, result.exit_code))
-        if result.interrupted is not None:
-            raise Interrupted(result.interrupted)
-        return result
-
-    def verify(self, attempt: _Attempt, state: LoopState) -> None:
-        """verify after an iteration (SPEC 6), and what SPEC 22 asks of its result: with
-        test_counts: guard, a SUCCESS whose verifier ran fewer tests (or skipped more, or
-        printed no counts) than it did before iteration 1 is rejected, any other such drop
-        said; with keep: better, an attempt whose result is worse than the best state's,
-        confirmed by a second run, is set aside under a git ref and the tree put back."""
-        plan = self.plan
-        assert plan.verify and attempt.report and self.progress
-        attempt.check = check = self.gate(GATE_VERIFY, plan.verify)
-        attempt.verified, counts = check.exit_code == 0, check.counts
-        said, when = state.counts if state.counts and plan.test_counts == "guard" else (None, "")
-        drop, verb = "", ("failed", "passed")[attempt.verified]
-        if said and counts is None:
-            drop = "the verifier printed no test counts where it printed %d run %s" % (said["run"], when)
-        elif said and counts and counts["run"] < said["run"]:
-            drop = "verify %s with %d tests run where %d ran %s" % (verb, counts["run"], said["run"], when)
-        elif said and counts and counts["skipped"] > said["skipped"]:
-            drop = "verify %s with %d tests skipped where %d were %s" % (
-                verb, counts["skipped"], said["skipped"], when)
-        if counts and not state.counts:  # (without a baseline, the first counts read stand in for it)
-            state.counts = (counts, "at iteration %d" % attempt.number)
-        claimed = SIGNAL_SUCCESS in attempt.report.signals
-        if drop and attempt.verified and plan.test_counts == "guard" and claimed:
-            attempt.verified, attempt.drop = False, drop  # (no completion: cause verify)
-        elif drop:
-            self.progress.warn("iteration %d: %s" % (attempt.number, drop))
-        best = state.best
-        result = verify_result(check)
-        if plan.keep == "better" and best and best.result and is_worse(result, best.result):
-            again = self.gate(GATE_VERIFY, plan.verify, "again")  # (a flaky test sets no work aside)
-            if is_worse(verify_result(again), best.result):
-                attempt.set_aside = self.set_aside(attempt.number, best)
-                attempt.worse = "verify %s → %s; set aside as %s" % (
-                    result_words(best.result), result_words(verify_result(again)), attempt.set_aside)
-            else:  # (the run kept: a drop of its counts rejected a SUCCESS, as it would have)
-                attempt.check, attempt.verified = again, again.exit_code == 0 and not attempt.drop
-        if not attempt.verified:
-            attempt.feedback, attempt.source = attempt.check.output, "the verifier's (`%s`)" % plan.verify
-
-    def keep(self, attempt: _Attempt | None, state: LoopState) -> None:
-        """keep: better's best state (SPEC 22): before iteration 1, and after each attempt
-        kept -- not set aside -- (after its commit). One verify did not judge (a protected
-        path put back, a timeout) keeps the result known: its other work stays the best
-        state's, not taken out of the tree by the next attempt set aside."""
-        if self.plan.keep == "better" and not (attempt and attempt.set_aside):
-            label = "after iteration %d" % attempt.number if attempt else "before iteration 1"
-            result = state.best.result if state.best else None
-            if attempt and attempt.check:
-                result = verify_result(attempt.check)
-            elif attempt is None and state.baseline:
-                result = verify_result(AgentResult(state.baseline.exit_code,
-                                                   counts=state.counts[0] if state.counts else None))
-            state.best = Best(*self.snapshot("rooda: the best state, " + label), result)
-            if attempt:
-                attempt.kept = state.best.commit
+    @classmethod
+    def needs(cls, plan: RunPlan, repo: GitRepository | None) -> str:
+        """What keep: better lacks to run here, for the checks before a run; "" when nothing."""
+        if not cls.wanted(plan):
+            return ""
+        if not plan.verify:
+            return "needs verify: it keeps what verify says is no worse"
+        return "" if repo else "needs a git repository (run 'git init', or keep: all)"
 
     def plumb(self, args: List[str], env: Env | None = None) -> str:
-        """A git command keep: better cannot do without (SPEC 22): its output, or a
-        RoodaError with git's words -- the run stops rather than lose or mix up work."""
-        result = self.git(args, env, finish=True)
+        """A git command keep: better cannot do without: its output, or a RoodaError with
+        git's words -- the run stops rather than lose or mix up work."""
+        result = self.run_git(args, env, finish=True)
         if result.exit_code != 0:
             raise RoodaError("keep: better: git %s failed: %s" % (args[0], result.message()))
         return result.out.strip()
+
+    def start(self, baseline: Verified | None, resumed: Fields | None = None) -> None:
+        """The best state before iteration 1 (the tree as it is, with verify's baseline), or
+        a resumed session's: its kept commit (the index from its trailer), with what verify
+        said of it."""
+        kept = resumed and resumed.get("kept")
+        if kept:
+            index = self.plumb(["log", "-1", "--format=%(trailers:key=Rooda-Index,valueonly)", kept])
+            self.best = Best(kept, index, resumed.get("kept_verify") if resumed else None)
+        else:
+            self.keep("before iteration 1", baseline)
+
+    def worse(self, said: Verified) -> str:
+        """The figure that makes a verify result worse than the best state's (SPEC 22); ""."""
+        return said.worse_than(self.best.result) if self.best and self.best.result else ""
+
+    def set_aside_if_worse(self, number: int, confirmed: Verified) -> Tuple[str, str | None]:
+        """A worse result confirmed by verify's second run: the attempt set aside (its
+        reason and ref); ("", None) when the second run is no worse (a flaky test sets no
+        work aside)."""
+        figure = self.worse(confirmed)
+        if not figure:
+            return "", None
+        assert self.best and self.best.result
+        ref = self.set_aside(number, self.best)
+        return "verify %s → %s; set aside as %s" % (self.best.result.words(), confirmed.words(), ref), ref
+
+    def keep(self, label: str, said: Verified | None) -> str:
+        """An attempt kept (not set aside), or the tree before iteration 1: the best state
+        from now on, with its verify result -- the best's result still where verify did not
+        judge it (a protected path put back, a timeout): its other work stays the best
+        state's. Its commit."""
+        result = said or (self.best.result if self.best else None)
+        self.best = Best(*self.snapshot("rooda: the best state, " + label), result)
+        return self.best.commit
 
     def snapshot(self, label: str) -> Tuple[str, str]:
         """The work tree as it is (tracked and untracked files, not ignored ones nor rooda's
@@ -6387,7 +6630,7 @@ class GateRunner:
         tree: (commit, index tree)."""
         repo = self.plan.repo
         assert repo
-        tree, problem = worktree_tree(self.git, repo, self.plan.log_dir)
+        tree, problem = worktree_tree(self.run_git, repo, self.plan.log_dir)
         if tree is None:
             raise RoodaError("keep: better: " + str(problem))
         index, head = self.plumb(["write-tree"]), read_head(repo)
@@ -6403,143 +6646,34 @@ class GateRunner:
         the ref), and a branch the agent moved by committing put back where it was (its
         commits are the ref's history). The ref comes first: killed midway, nothing is
         lost. Returns the ref."""
-        repo = self.plan.repo
+        repo, plan = self.plan.repo, self.plan
         assert repo
         commit, _ = self.snapshot("rooda: attempt %d set aside (its verify result was worse)" % number)
         ref = "refs/rooda/attempts/%s/%d" % (self.session, number)
         self.plumb(["update-ref", ref, commit])
-        logs = _display_path(self.plan.log_dir or os.devnull, self.plan.cwd)
-        spec = ["--", "."] + [":(exclude)" + logs] * (not os.path.isabs(logs) and not logs.startswith(".."))
+        logs = _display_path(plan.log_dir or os.devnull, plan.cwd)
+        spec = ["--", "."]
+        if not os.path.isabs(logs) and not logs.startswith(".."):
+            spec.append(":(exclude)" + logs)
         added = self.plumb(["diff", "--name-only", "-z", "--no-renames", "--relative", "--diff-filter=A",
                             best.commit, commit] + spec)
         self.plumb(["restore", "--source=" + best.commit, "--worktree"] + spec)
         self.plumb(["restore", "--source=" + best.index, "--staged"] + spec)
         for name in filter(None, added.split("\0")):
             with _suppress(FileNotFoundError):
-                os.unlink(os.path.join(self.plan.cwd, name))
+                os.unlink(os.path.join(plan.cwd, name))
         head = self.plumb(["log", "-1", "--format=%P", best.commit]).strip()  # (HEAD when it was kept)
         if head and read_head(repo) != head:  # the agent committed: its commits are the ref's
             self.plumb(["update-ref", "-m", "rooda: attempt %d set aside" % number, "HEAD", head])
         return ref
 
-    def fingerprint(self) -> str | None:
-        """The no_change fingerprint of the work tree; None, with a warning that quotes
-        git, when git failed (a failure is never "unchanged", SPEC 6)."""
-        assert self.plan.repo and self.progress
-        tree, problem = worktree_tree(self.git, self.plan.repo, self.plan.log_dir)
-        if problem:
-            self.progress.warn("stuck.no_change: %s; this iteration is not counted" % problem)
-        return tree and "%s:%s" % (read_head(self.plan.repo) or "-", tree)
 
-    def uncommitted(self) -> List[str]:
-        """What the work tree holds that is not committed, rooda's session logs left out
-        (`git status --porcelain` lines, at most 20); [] outside git or when git fails."""
-        plan = self.plan
-        if not plan.repo:
-            return []
-        found = self.git(["status", "--porcelain", "--untracked-files=all", "--", "."] + [
-            ":(exclude," + spec[2:] for spec in session_log_pathspecs(plan.repo, plan.log_dir)])
-        return [line for line in found.out.splitlines() if line.strip() and not found.exit_code][:20]
-
-    def commit_message(self, attempt: _Attempt) -> List[str]:
-        """The commit's subject from the template (SPEC 16: {procedure}, {iteration} and
-        {summary}, the first line of the agent's final message without its markers), and
-        the trailers that tell runs apart and say what the commit cost."""
-        plan, report = self.plan, attempt.report
-        assert report
-        text = report.last_text
-        for marker in self.markers:
-            text = text.replace(marker, "")
-        summary = _one_line(text, 72) or "iteration %d" % attempt.number
-        subject = plan.gates.message.replace("{procedure}", plan.procedure)
-        subject = subject.replace("{iteration}", str(attempt.number)).replace("{summary}", summary)
-        usage = ", ".join(describe_usage(report.usage or {}, brief=True)) or "not reported"
-        return [subject, "Rooda-Session: %s\nRooda-Iteration: %s\nRooda-Usage: %s" % (
-            self.session, attempt.label, usage)]
-
-    def commit(self, attempt: _Attempt) -> None:
-        """The git gate after a good iteration: commit (and push) the agent's work."""
-        plan = self.plan
-        assert plan.repo
-        attempt.git_problem, attempt.commit = commit_and_push(
-            self.git, plan.repo, plan.gates, self.commit_message(attempt), plan.log_dir)
-
-    def tell_commit(self, attempt: _Attempt) -> None:
-        """`  git: committed 1a2b3c4 (3 files) · pushed to origin main` under the iteration's
-        line, and its commit event."""
-        done, progress = attempt.commit, self.progress
-        if done and progress:
-            said = ["committed %s (%s)" % (done["hash"], plural(done["files"], "file"))] if "hash" in done \
-                else []
-            said += ["pushed to " + done["pushed"]] if "pushed" in done else []
-            progress.indented("  git: " + " · ".join(said))
-            if self.log and "hash" in done:
-                self.log.event("commit", iteration=attempt.number, hash=done["hash"], files=done["files"],
-                               pushed="pushed" in done, message=done["message"])
-
-    def stuck(self, state: LoopState, attempt: _Attempt) -> str | None:
-        """The stuck detectors of SPEC 6, after the outcome: why the run is stuck, or None."""
-        gates, feedback = self.plan.gates, attempt.feedback
-        if gates.same_error:
-            # The same error is the same cause with the same evidence (SPEC 15): the
-            # verifier's output, else the reason -- three different explanations of a
-            # FAILURE are not the same error. A failure that printed nothing has no error to
-            # compare: it resets the count, so silent failures abort, not "stick".
-            verify = attempt.cause == CAUSE_VERIFY
-            evidence = feedback if verify else ("%s: %s" % (attempt.reason or ("", ""))).encode()
-            if attempt.outcome in FAILING_OUTCOMES and feedback.strip() and evidence.strip():
-                # (verify's own line too: verify_fingerprint is this for a verify failure)
-                fingerprint = error_fingerprint(("%s\n" % attempt.cause).encode() + evidence)
-                state.same_error = state.same_error + 1 if fingerprint == state.fingerprint else 1
-                state.fingerprint = fingerprint
-            else:
-                state.same_error, state.fingerprint = 0, None
-            if state.same_error >= gates.same_error:
-                state.stuck_excerpt = error_excerpt(feedback) if verify else []
-                return "same error in %d consecutive failures" % state.same_error
-        if gates.no_change and attempt.tree_before is not None:
-            after = self.fingerprint()
-            if after is None:
-                return None  # git failed: said so, and not counted either way
-            state.unchanged = state.unchanged + 1 if after == attempt.tree_before else 0
-            if state.unchanged >= gates.no_change:
-                return "no change in %s" % plural(state.unchanged, "iteration")
-        return None
-
-    def tell_guardian(self, state: LoopState, during: int | None, when: str) -> None:
-        """What the notify is told should rooda die now, killed without a chance to say so
-        itself: the figures as of this moment (SPEC 16 rev 5)."""
-        if self.plan.notify:
-            cost = state.usage.get("cost_usd")
-            _HELPERS.tell({"ROODA_ITERATION": str(during or state.finished), "ROODA_ITERATIONS":
-                           str(state.finished), "ROODA_REASON": "rooda was killed or crashed " + when,
-                           "ROODA_COST_USD": "" if cost is None else "%.2f" % cost})
-
-    def notify(self, event: str, status: str, reason: str, iteration: int | None, state: LoopState,
-               exit_code: str = "", **more: str) -> None:
-        """The `notify` command at an event of notify_on (SPEC 16), details in ROODA_*
-        variables (`more`: ROODA_WAIT_KIND, ROODA_WAIT_UNTIL of a wait), cleaned text all:
-        bounded (30 s, 5 s once a signal came: a second one ends it), its failure one
-        warning that changes nothing else."""
-        plan, log, cost = self.plan, self.log, state.usage.get("cost_usd")
-        if not plan.notify or event not in plan.notify_on:
-            return
-        env = dict(os.environ, ROODA_EVENT=event, ROODA_STATUS=status, ROODA_EXIT_CODE=exit_code,
-                   ROODA_REASON=reason, ROODA_PROCEDURE=plan.procedure, ROODA_ITERATION=str(iteration or ""),
-                   ROODA_ITERATIONS=str(state.finished), ROODA_COST_USD="" if cost is None else "%.2f" % cost,
-                   ROODA_LOG=log.path if log else "", ROODA_SESSION=log.files.jsonl if log else "", **more)
-        # (cleaned and bounded: an agent's 128 KiB explanation must not keep the command from starting)
-        env.update((name, clean(value)[:FEEDBACK_TAIL_BYTES]) for name, value in env.items()
-                   if name.startswith("ROODA_"))
-        late = self.guard is not None and self.guard.signum is not None
-        result = self.shell(plan.notify, Limits(timeout=5 if late else 30, grace=1, after_signal=late), env)
-        if result.exit_code != 0 and self.progress:
-            said = telling_line(_decode(result.output))
-            self.progress.warn("notify: `%s` %s%s" % (_one_line(plan.notify, 80), "did not finish in time"
-                               if result.timed_out else "exited %d" % result.exit_code, said and ": " + said))
+def recovery(ref: str) -> List[Tuple[str, str]]:
+    """How to look at an attempt set aside and bring it back (SPEC 22): (what, the command)."""
+    return [("see it", "git diff HEAD %s" % ref), ("take it", "git checkout %s -- ." % ref)]
 
 
-# ==== 14. Reporting ===================================================
+# ==== 15. Reporting ===================================================
 # What a run tells people on stderr (SPEC 5, 14): `[HH:MM:SS]` progress lines, reason
 # lines, and a status line on a terminal (redrawn once a second, erased before any other
 # line) or heartbeat lines off one -- all through an Outlet, a writer thread per stream,
@@ -6549,7 +6683,6 @@ OUTLET_BUFFER_BYTES = 8 << 20  # output held for a reader that is not reading, t
 # At the end of a run, how long a stalled reader is waited for before it is given up.
 OUTLET_STALL_SECONDS = 2.0
 STATUS_LINE_SECONDS = 1.0  # between redraws of the status line
-LONG_GATE_SECONDS = 10.0  # a gate that runs longer is announced when it ends, passed or not
 ERASE_LINE = "\r\033[K"  # back to the start of the line, and erase it
 
 
@@ -6818,7 +6951,55 @@ def _same_file(first: TextIO, second: TextIO) -> bool:
     return (one.st_dev, one.st_ino) == (two.st_dev, two.st_ino)
 
 
-# ==== 15. The loop ====================================================
+def notify_env(plan: RunPlan, log: SessionLog | None, event: str, status: str, reason: str,
+               iteration: object = "", iterations: object = "", cost: float | None = None,
+               exit_code: str = "") -> Env:
+    """What a `notify` command is told (SPEC 16): the ROODA_* variables of an event, for
+    the run's own calls and for the guardian's should rooda die."""
+    return {"ROODA_EVENT": event, "ROODA_STATUS": status, "ROODA_EXIT_CODE": exit_code,
+            "ROODA_REASON": reason,
+            "ROODA_PROCEDURE": plan.procedure, "ROODA_ITERATION": str(iteration or ""),
+            "ROODA_ITERATIONS": str(iterations), "ROODA_COST_USD": "" if cost is None else "%.2f" % cost,
+            "ROODA_LOG": log.path if log else "", "ROODA_SESSION": log.files.jsonl if log else ""}
+
+
+class Notify:
+    """The `notify` command at each event of notify_on (SPEC 16), run like a gate; and what
+    the guardian tells it should rooda die now, killed without a chance to say so itself."""
+
+    def __init__(self, plan: RunPlan, gates: GateRunner, log: SessionLog | None,
+                 progress: Progress, guard: SignalGuard) -> None:
+        self.plan, self.gates, self.log, self.progress, self.guard = plan, gates, log, progress, guard
+
+    def guardian(self, state: LoopState, during: int | None, when: str) -> None:
+        """The figures the death notify would give as of this moment (SPEC 16 rev 5)."""
+        if self.plan.notify:
+            _HELPERS.tell(notify_env(self.plan, self.log, "session_end", "died",
+                                     "rooda was killed or crashed " + when, during or state.finished,
+                                     state.finished, state.usage.get("cost_usd")))
+
+    def __call__(self, event: str, status: str, reason: str, iteration: int | None, state: LoopState,
+                 exit_code: str = "", **more: str) -> None:
+        """Run it for `event` (`more`: ROODA_WAIT_KIND, ROODA_WAIT_UNTIL of a wait), cleaned
+        text all: bounded (30 s, 5 s once a signal came: a second one ends it), its failure
+        one warning that changes nothing else."""
+        plan = self.plan
+        if not plan.notify or event not in plan.notify_on:
+            return
+        told = dict(notify_env(plan, self.log, event, status, reason, iteration, state.finished,
+                               state.usage.get("cost_usd"), exit_code), **more)
+        # (cleaned and bounded: an agent's 128 KiB explanation must not keep the command from starting)
+        env = dict(os.environ, **{name: clean(value)[:FEEDBACK_TAIL_BYTES] for name, value in told.items()})
+        late = self.guard.signum is not None
+        limits = Limits(timeout=5 if late else 30, grace=1, after_signal=late)
+        result = self.gates.shell(plan.notify, limits, env)
+        if result.exit_code != 0:
+            said = telling_line(_decode(result.output))
+            self.progress.warn("notify: `%s` %s%s" % (_one_line(plan.notify, 80), "did not finish in time"
+                               if result.timed_out else "exited %d" % result.exit_code, said and ": " + said))
+
+
+# ==== 16. The loop ====================================================
 # One _Run per run. before_iteration is SPEC 5's checklist, in its order. An iteration
 # is a few steps a reader can hold: begin (prompt, HEAD, the log's header), run the
 # agent, judge (provider trouble, verify, the outcome, git), count (the counters),
@@ -6879,7 +7060,7 @@ class LoopState:
     step = ""                      # a step between iterations a signal may come during, in words
     cut_short = False              # the last attempt was: a limit, an outage, a timeout, a death
     baseline: Baseline | None = None  # what verify said before iteration 1 (SPEC 20)
-    best: Best | None = None       # keep: better's best state so far (SPEC 22)
+    resumed: Fields | None = None  # what a session resumed carries over (SPEC 16)
     counts: tuple | None = None    # the test counts a verify is held to, and since when (SPEC 22)
 
     def __init__(self) -> None:
@@ -6965,6 +7146,9 @@ class _Run:
         self.agent_env = _agent_env(plan, self.agent)
         self.owner = windows_owner(self.agent, self.agent_env)
         self.protected = ProtectedPaths(plan, self.gates.git) if plan.protect else None
+        self.keeper = Keeper(plan, self.gates.git, self.gates.session) if Keeper.wanted(plan) else None
+        self.notify = Notify(plan, self.gates, log, progress, guard)
+        self.markers = signal_markers(plan.signals)
         if log:  # what is under way, for `status` in another terminal
             progress.on_tick = lambda: log.write_live(dict(
                 pid=os.getpid(), iteration=self.during,
@@ -7020,15 +7204,14 @@ class _Run:
             if gate_trouble(result, plan.gate_timeout):
                 return self.stop(STOP_ERROR, cannot_run(GATE_DONE_WHEN, plan.done_when, result,
                                                         plan.gate_timeout))
-        missing = [path for path in plan.gates.requires if not os.path.exists(os.path.join(plan.cwd, path))]
+        missing = missing_requires(plan)
         if missing:
-            return self.stop(STOP_ERROR, "procedure %s requires %s, which %s missing%s" % (
-                plan.procedure, ", ".join(missing), "is" if len(missing) == 1 else "are",
-                plan.gates.requires_hint))
+            return self.stop(STOP_ERROR, missing)
         if plan.verify and plan.verify_baseline and state.baseline is None:
             self.gates.baseline(state)
-        if plan.keep == "better" and state.best is None:
-            self.gates.keep(None, state)
+        if self.keeper and self.keeper.best is None:
+            said, counts = state.baseline, state.counts[0] if state.counts else None
+            self.keeper.start(Verified(said.exit_code, said.line, counts) if said else None, state.resumed)
         if state.finished and plan.delay and not state.waits:
             pause = backoff_delay(plan.delay, plan.backoff, state.consecutive_failures)
             following = state.finished + 1
@@ -7087,7 +7270,7 @@ class _Run:
             self.protected.record()
         self.checkpoint()
         self.during = number  # from here, an interruption is "during iteration N"
-        self.gates.tell_guardian(self.state, number, "during iteration %d" % number)
+        self.notify.guardian(self.state, number, "during iteration %d" % number)
         attempt.started = time.monotonic()
         attempt.prompt = prompt
         self.progress.info("Iteration %s starting..." % attempt.label)
@@ -7144,7 +7327,7 @@ class _Run:
             report, result.exit_code, SIGNAL_SUCCESS in report.signals, time.time(), self.agent.cli)
         self.put_back(attempt)  # (what the agent did to protected paths is undone before anything judges it)
         if not trouble and not attempt.restored and plan.verify and not result.timed_out:
-            self.gates.verify(attempt, self.state)
+            self.verify(attempt)
 
         def classify(git_failed: bool = False) -> None:
             attempt.outcome, attempt.cause = classify_outcome(
@@ -7155,19 +7338,50 @@ class _Run:
         classify()
         git = plan.gates.commit or plan.gates.push
         if git and attempt.outcome in (SUCCESS, COMPLETED) and plan.repo:
-            self.gates.commit(attempt)
+            message = commit_message(plan, self.gates.session, attempt.number, attempt.label, report)
+            attempt.git_problem, attempt.commit = commit_and_push(self.gates.git, plan.repo, plan.gates,
+                                                                  message, plan.log_dir)
             if attempt.git_problem:
                 classify(git_failed=True)
                 attempt.feedback, attempt.source = attempt.git_problem.encode("utf-8"), "git's"
-        self.gates.keep(attempt, self.state)
+        if self.keeper and not attempt.set_aside and attempt.outcome not in (LIMITED, UNAVAILABLE):
+            attempt.kept = self.keeper.keep("after iteration %d" % attempt.number,
+                                            Verified.of(attempt.check) if attempt.check else None)
         if SIGNAL_FAILURE in report.signals and not attempt.explanation:
             attempt.explanation = explanation(report.said, plan.signals["failure"])
         if attempt.cause is not None:
-            attempt.reason = cause_words(attempt, plan, self.gates.markers)
+            attempt.reason = cause_words(attempt, plan, self.markers)
             baseline = self.state.baseline
             if attempt.cause == CAUSE_VERIFY and baseline and baseline.fingerprint is not None and \
                     baseline.fingerprint == verify_fingerprint(attempt.feedback):
                 attempt.reason = (attempt.reason[0], attempt.reason[1] + " (as before iteration 1)")
+
+    def verify(self, attempt: _Attempt) -> None:
+        """verify after an iteration (SPEC 6), and what SPEC 22 asks of its result: with
+        test_counts: guard, a SUCCESS whose verifier ran fewer tests (or skipped more, or
+        printed no counts) than it did before iteration 1 is rejected, any other such drop
+        said; with keep: better, a result worse than the best state's, confirmed by a second
+        run, sets the attempt aside and puts the tree back."""
+        plan, state = self.plan, self.state
+        assert attempt.report and plan.verify
+        attempt.check = check = self.gates.gate(GATE_VERIFY, plan.verify)
+        said = Verified.of(check)
+        attempt.verified = check.exit_code == 0
+        drop = counts_drop(state.counts if plan.test_counts == "guard" else None, said)
+        if said.counts and not state.counts:  # (without a baseline, the first counts read stand in for it)
+            state.counts = (said.counts, "at iteration %d" % attempt.number)
+        if drop and attempt.verified and SIGNAL_SUCCESS in attempt.report.signals:
+            attempt.verified, attempt.drop = False, drop  # (no completion: cause verify)
+        elif drop:
+            self.progress.warn("iteration %d: verify %s" % (attempt.number, drop))
+        if self.keeper and self.keeper.worse(said):
+            again = self.gates.gate(GATE_VERIFY, plan.verify, "again")  # (a flaky test sets no work aside)
+            confirmed = Verified.of(again)
+            attempt.worse, attempt.set_aside = self.keeper.set_aside_if_worse(attempt.number, confirmed)
+            if not attempt.set_aside:  # (kept: a drop of its counts rejected a SUCCESS, as it would have)
+                attempt.check, attempt.verified = again, again.exit_code == 0 and not attempt.drop
+        if not attempt.verified:
+            attempt.feedback, attempt.source = attempt.check.output, "the verifier's (`%s`)" % plan.verify
 
     def put_back(self, attempt: _Attempt) -> None:
         """The protected paths the agent changed, put back (SPEC 22), once an attempt ends."""
@@ -7189,7 +7403,7 @@ class _Run:
             state.last_reason = attempt.reason
         else:
             state.consecutive_failures = 0
-        self.gates.tell_guardian(state, None, "after iteration %d" % attempt.number)
+        self.notify.guardian(state, None, "after iteration %d" % attempt.number)
 
     def announce(self, attempt: _Attempt) -> None:
         """The iteration's progress lines, warnings, log footer and `notify` (no counter
@@ -7212,10 +7426,18 @@ class _Run:
             progress.warn("iteration %d: time limit of %s reached; the agent was stopped"
                           % (number, format_budget(plan.iteration_timeout or 0)))
         if outcome == REJECTED:
-            why = attempt.drop or "verify (`%s`) failed" % plan.verify
+            why = "verify " + attempt.drop if attempt.drop else "verify (`%s`) failed" % plan.verify
             progress.warn("iteration %d: the agent signalled SUCCESS but %s; the claim is rejected"
                           % (number, why))
-        self.gates.tell_commit(attempt)
+        done = attempt.commit
+        if done:  # `  git: committed 1a2b3c4 (3 files) · pushed to origin/main`, and its event
+            said = ["committed %s (%s)" % (done["hash"], plural(done["files"], "file"))] if "hash" in done \
+                else []
+            progress.indented("  git: " + " · ".join(said + ["pushed to " + done[key] for key in ["pushed"]
+                                                             if key in done]))
+        if self.log and "hash" in done:
+            self.log.event("commit", iteration=number, hash=done["hash"], files=done["files"],
+                           pushed="pushed" in done, message=done["message"])
         if plan.max_cost is not None and report.usage is not None and not report.cut_short and \
                 report.usage.get("cost_usd") is None and not self.cost_unknown_said:
             self.cost_unknown_said = True
@@ -7275,9 +7497,8 @@ class _Run:
             return self.stop(wait.row.stop, wait.reason(now))
         self.progress.info("%s %s" % (wait.announce(now), self.guard.how_to_stop()))
         state.waiting = wait
-        self.gates.notify("wait", STOPS[wait.row.stop].status, "%s: %s" % (wait.kind, wait.words()), number,
-                          state,
-                          ROODA_WAIT_KIND=wait.name, ROODA_WAIT_UNTIL=iso_time(now + wait.seconds))
+        self.notify("wait", STOPS[wait.row.stop].status, "%s: %s" % (wait.kind, wait.words()), number, state,
+                    ROODA_WAIT_KIND=wait.name, ROODA_WAIT_UNTIL=iso_time(now + wait.seconds))
         self.wait(wait.seconds, wait.doing())
         state.waiting = None
         return True
@@ -7288,7 +7509,7 @@ class _Run:
         result, report = attempt.result, attempt.report
         reason = "%s: %s" % attempt.reason if attempt.reason else None
         if outcome != OUTCOME_INTERRUPTED:
-            self.gates.notify("iteration_end", outcome, reason or "", attempt.number, self.state)
+            self.notify("iteration_end", outcome, reason or "", attempt.number, self.state)
         if not self.log or not result or not report:
             return  # (interrupted before the agent started: no iteration to end)
         repo, verify = self.plan.repo, {None: None, True: "pass", False: "fail"}[attempt.verified]
@@ -7304,48 +7525,6 @@ class _Run:
             # What the next prompt quotes, and whose it is: a `resume` tells the next attempt too.
             feedback=[attempt.source, clean(_decode(attempt.feedback[-FEEDBACK_TAIL_BYTES:]))]
             if outcome in FAILING_OUTCOMES else None)
-
-
-def max_cost_trouble(plan: RunPlan, agent: AgentCommand) -> str:
-    """What max_cost cannot do with this agent, for the start of a run and `doctor`."""
-    if plan.max_cost is not None and not getattr(OUTPUT_FORMATS.get(agent.format), "reports_cost", False):
-        return "max_cost is set, but the agent's output (%s format) reports no cost: the budget cannot be" \
-               " enforced; use --max-time as well" % agent.format
-    return "" if plan.max_cost is None or (agent.cli and agent.cli.budget_flag) else "max_cost is checked" \
-        " between iterations: %s has no spending cap of its own, so one iteration can spend past it" % (
-            agent.preset or "this agent")
-
-
-def windows_owner(agent: AgentCommand, env: Environ) -> str:
-    """Whose the windows' readings are (SPEC 18): the CLI (or the format of a command of
-    one's own) and the kind of login -- an API key's has none, a subscription's are its."""
-    cli = agent.cli
-    paid = cli.paid_by(env) if cli else None
-    return "%s %s" % (cli.name if cli else agent.format, "api key" if paid and paid[0].endswith("API_KEY")
-                      else "subscription")
-
-
-def window_trouble(plan: RunPlan, agent: AgentCommand, env: Environ) -> str:
-    """What reserve and pace cannot do with this agent (SPEC 18), for a run and `doctor`:
-    only a subscription's windows can be spared, and only some CLIs report them."""
-    cli = agent.cli
-    paid = cli.paid_by(env) if cli else None
-    if not plan.reserve and plan.pace == "off":
-        return ""
-    if cli and not cli.windows:  # (a command rooda does not know may be claude inside)
-        return "reserve and pace do nothing: %s reports no subscription windows (%s do)" % (
-            cli.name, " and ".join(row.name for row in AGENT_CLIS if row.windows))
-    return "reserve and pace do nothing: %s is logged in with %s, an API key, which has no subscription" \
-        " windows" % (cli.name, paid[0]) if cli and paid and paid[0].endswith("API_KEY") else ""
-
-
-def schema_trouble(plan: RunPlan, agent: AgentCommand) -> str:
-    """What `verdict: schema` cannot do with this agent (SPEC 21), for a run and `doctor`."""
-    cli = agent.cli
-    if plan.verdict != "schema" or (cli and cli.schema_flag):
-        return ""
-    return "schema needs an agent CLI with a schema flag (%s), not %s" % (", ".join(
-        row.name for row in AGENT_CLIS if row.schema_flag), cli.name if cli else "this one")
 
 
 def _closing_line(state: LoopState, plan: RunPlan) -> str:
@@ -7384,7 +7563,7 @@ def _report_end(state: LoopState, plan: RunPlan, progress: Progress) -> str:
 
 def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: SessionLog | None = None,
              out: Outlet | None = None, err: Outlet | None = None,
-             resumed: Fields | None = None) -> LoopState:
+             resumed: Fields | None = None, warnings: Sequence[str] = ()) -> LoopState:
     """Iterate until a stop condition; the returned state says how it ended. `resumed`:
     what a session carries over when it goes on (SPEC 16) -- iterations, failures,
     usage, the seconds its runs took."""
@@ -7395,15 +7574,9 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
         state.finished, state.failures = resumed["iterations"], resumed["failures"]
         state.consecutive_failures, state.usage = resumed["consecutive_failures"], dict(resumed["usage"])
         said = resumed.get("baseline")  # (none yet: it runs now)
-        state.baseline = Baseline(plan.verify or "", said["exit_code"], said["line"]) if said else None
-        state.counts = (said["counts"], "before iteration 1") if said and said.get("counts") else None
-        kept, verify = resumed.get("kept"), resumed.get("kept_verify") or {}
-        if kept and plan.keep == "better" and plan.repo:  # (the best state goes on: SPEC 22)
-            index = run.gates.plumb(["log", "-1", "--format=%(trailers:key=Rooda-Index,valueonly)", kept])
-            counts = verify.get("counts")
-            result = (verify.get("result") == "pass",) + ((counts["failed"], counts["run"], counts["skipped"])
-                                                          if counts else ())
-            state.best = Best(kept, index, result if verify else None)
+        state.baseline = Baseline(plan.verify or "", said.exit_code, said.line) if said else None
+        state.counts = (said.counts, "before iteration 1") if said and said.counts else None
+        state.resumed = resumed  # (the best state goes on, SPEC 22: the Keeper starts from it)
         state.previous, state.cut_short = resumed.get("previous"), True
         state.started -= resumed["seconds"]
         progress.info("Resuming procedure: %s (%s; %s done, %s so far)" % (
@@ -7411,23 +7584,13 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
     else:
         progress.info("Starting procedure: %s (%s)" % (plan.procedure, cap))
     progress.info("Agent: %s (%s)" % (agent.display(), agent.source))
-    bare = bare_signal_lines(plan)
-    if bare:
-        progress.warn("the prompt has a promise marker alone on a line (%s): an agent that echoes"
-                      " its prompt would read as done; put the marker inside a sentence" % bare)
-    for trouble in (max_cost_trouble(plan, agent), window_trouble(plan, agent, run.agent_env)):
-        if trouble:
-            progress.warn(trouble)
-    untracked = untracked_files(run.gates.git, plan.repo, plan.log_dir) if plan.gates.commit and plan.repo \
-        and not resumed else []
-    if untracked:
-        progress.warn("git.commit is on and these untracked files would be committed with the agent's"
-                      " work: %s; add them to .gitignore, or move them" % ", ".join(untracked[:10]))
+    for warning in warnings:  # (the checks before the run: SPEC 17 rev 6's one registry)
+        progress.warn(warning)
     if log:
         log.warn = progress.warn
         log.session_start(plan, agent, state.started_wall, resumed)
-    run.gates.tell_guardian(state, run.during, "after iteration %d" % state.finished if state.finished
-                            else "before iteration 1")
+    run.notify.guardian(state, run.during, "after iteration %d" % state.finished if state.finished
+                        else "before iteration 1")
     # What runs here saw of the windows, while their reset lies ahead: iteration 1 is
     # judged on it (SPEC 18), and `status` shows it.
     note_windows(state.windows, [(name, reading, time.time()) for name, reading in remembered_windows(
@@ -7451,12 +7614,12 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
     if log:
         log.session_end(state, closing)
         progress.info("Log: %s" % log.where())
-    run.gates.notify("session_end", state.status, state.reason, state.interrupted_during or state.finished,
-                     state, str(state.exit_code()))
+    run.notify("session_end", state.status, state.reason, state.interrupted_during or state.finished, state,
+               str(state.exit_code()))
     return state
 
 
-# ==== 16. The morning report ==========================================
+# ==== 17. The morning report ==========================================
 # `report` (SPEC 19): what a night's sessions did, read from their .jsonl through the
 # session reader, built for the person who opens it at 8 am, in SPEC 19's order: the night
 # at a glance (a labelled total; a row per session, with what to run next), one timeline of
@@ -7474,59 +7637,13 @@ OUTCOME_LOOK = {SUCCESS: "#009e73", COMPLETED: "#00694d", FAILURE: "#d55e00", TI
 WAIT_LOOK = {WAIT_LIMIT: "#f0e442", WAIT_OUTAGE: "#56b4e9", WAIT_RESERVE: "#0072b2", WAIT_PACE: "#9ecae1"}
 STATUS_LOOK = dict(dict.fromkeys((STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR, RUN_DIED), "#b3301a"),
                    **{STATUS_COMPLETED: "#00694d", RUN_RUNNING: "#0072b2"})
-# What became of attempts, good to bad, in words: by their outcomes (a set-aside one apart).
-TALLY = (("succeeded", (SUCCESS, COMPLETED)), ("failed", FAILING_OUTCOMES), ("set aside", ()),
-         ("limited", (LIMITED,)), ("unavailable", (UNAVAILABLE,)), ("interrupted", (OUTCOME_INTERRUPTED,)),
-         ("of no known outcome", ()))
+# What became of attempts, good to bad, in words: by their outcomes (a set-aside one apart),
+# and the pattern its bar has on the page. The total, the glance and the legend count this way.
+TALLY = (("succeeded", (SUCCESS, COMPLETED), ""), ("failed", FAILING_OUTCOMES, "hatch"),
+         ("set aside", (), "aside"), ("limited", (LIMITED,), ""), ("unavailable", (UNAVAILABLE,), ""),
+         ("interrupted", (OUTCOME_INTERRUPTED,), ""), ("of no known outcome", (), "hatch"))
 LONG_SESSION = 200  # attempts past which a session's table keeps what went wrong and sums the rest
 REASON_COLUMN = 47  # where the text table's last column starts (a long reason wraps under it)
-
-
-def session_report(path: str, now: float) -> Fields:
-    """A session as `report` tells it: its summary (as `status --json` has it) and, from
-    its events (each time parsed once), its attempts, waits, window readings, reserve,
-    commits, and what to run next (a command that works when copied)."""
-    events: List[Fields] = []
-    report = summarize_session(path, now, events=events)
-    attempts, waits, readings = [], [], []
-    done: Dict[object, Fields] = {}  # (a commit, by its iteration: it comes before the iteration's end)
-    for event, after in zip(events, events[1:] + [{"at": now}]):
-        name, number, at = event["event"], event.get("iteration"), event["at"]
-        if name == "iteration_end" and isinstance(number, int):
-            usage, seconds = _mapping(event.get("usage")), _number(event.get("seconds")) or 0.0
-            before, head = (clean(str(event.get(key)))[:12] for key in ("head_before", "head_after"))
-            if number not in done and event.get("head_before") and event.get("head_after") and before != head:
-                done[number] = {"hash": head, "subject": "the agent's (HEAD %s → %s)" % (
-                    before[:7], head[:7])}
-            attempts.append({"iteration": number, "at": at - seconds, "seconds": seconds,
-                             "outcome": clean(str(event.get("outcome"))),
-                             "cause": _typed(event.get("cause"), str),
-                             "reason": _one_line(event.get("reason"), 1000) or None,
-                             "commit": done.get(number), "cost_usd": _number(usage.get("cost_usd")),
-                             "set_aside": _typed(event.get("set_aside"), str),
-                             "error_kind": _one_line(event.get("error_kind"), 60) or None})
-        elif name == "commit":
-            done[number] = {"hash": clean(str(event.get("hash")))[:12],
-                            "subject": _one_line(event.get("message"))}
-        elif name == "limit" and _number(event.get("wait_seconds")):  # (as long as it lasted)
-            kind = event["kind"] if str(event.get("kind")) in WAIT_KINDS else WAIT_LIMIT
-            waits.append({"kind": kind, "at": at,
-                          "seconds": round(max(min(event["wait_seconds"], after["at"] - at), 0), 3)})
-        elif name == "window":
-            reading = window_reading(event.get("utilization"), parse_iso_time(event.get("resets_at")))
-            if reading and event.get("window") in WINDOWS:
-                readings.append((at, event["window"], min(reading[0], 1), reading[1]))
-    first, files = (events or [{}])[0], SessionFiles.of(path)
-    report.update(attempts=attempts, waits=waits, readings=readings, commits=list(done.values()),
-                  reserve=_mapping(first.get("reserve")), log=files.log if files else None,
-                  at=first.get("at") or now, ended=events[-1]["at"] if events else now,
-                  worked_seconds=round(sum(attempt["seconds"] for attempt in attempts), 3),
-                  waited_seconds=round(sum(wait["seconds"] for wait in waits), 3))
-    # What went wrong by the CLIs' own kinds (SPEC 13 rev 5): `server_error ×2, rate_limit ×1`.
-    report["error_kinds"] = dict(collections.Counter(a["error_kind"] for a in attempts if a["error_kind"] and
-                                                     a["outcome"] not in (SUCCESS, COMPLETED)).most_common())
-    report["next"] = next_words(report, os.path.dirname(path))  # (its own folder: one named from elsewhere)
-    return report
 
 
 def next_words(report: Fields, directory: str) -> str:
@@ -7550,12 +7667,43 @@ def next_words(report: Fields, directory: str) -> str:
     return ""
 
 
+def session_report(path: str, now: float) -> Fields:
+    """A session as `report` tells it: its summary (as `status --json` has it) and, from
+    the session reader's detail, its attempts, waits, window readings, reserve, commits,
+    and what to run next (a command that works when copied)."""
+    reader = SessionReader(path, now, detail=True)
+    report, attempts = reader.read(), reader.attempts
+    first = (reader.events or [{}])[0]
+    report.update(attempts=attempts, waits=reader.waits, readings=reader.readings,
+                  commits=list(reader.commits.values()), reserve=reader.reserve or {},
+                  log=reader.files.log, at=first.get("at") or now,
+                  ended=reader.events[-1]["at"] if reader.events else now,
+                  worked_seconds=round(sum(attempt["seconds"] for attempt in attempts), 3),
+                  waited_seconds=round(sum(wait["seconds"] for wait in reader.waits), 3))
+    # What went wrong by the CLIs' own kinds (SPEC 13 rev 5): `server_error ×2, rate_limit ×1`.
+    report["error_kinds"] = dict(collections.Counter(a["error_kind"] for a in attempts if a["error_kind"] and
+                                                     a["outcome"] not in (SUCCESS, COMPLETED)).most_common())
+    report["next"] = next_words(report, os.path.dirname(path))  # (its own folder: one named from elsewhere)
+    return report
+
+
+def fate(attempt: Fields) -> tuple:
+    """What became of an attempt: its row of TALLY."""
+    if attempt["set_aside"]:
+        return TALLY[2]
+    return next((row for row in TALLY if attempt["outcome"] in row[1]), TALLY[-1])
+
+
+def commit_label(attempt: Fields) -> str:
+    """An attempt's commit as a table or a tooltip names it: `1a2b3c4 build 3: add the parser`."""
+    done = attempt["commit"]
+    return "%s %s" % (done["hash"][:7], done["subject"]) if done else ""
+
+
 def tally(attempts: Sequence[Fields]) -> str:
     """`6 succeeded, 5 failed, 1 set aside, 1 limited`: attempts by what became of them."""
-    counts = collections.Counter(next((word for word, outcomes in TALLY if attempt["outcome"] in outcomes),
-                                      TALLY[-1][0]) if not attempt["set_aside"] else "set aside"
-                                 for attempt in attempts)
-    return ", ".join("%d %s" % (counts[word], word) for word, _ in TALLY if counts[word])
+    counts = collections.Counter(fate(attempt)[0] for attempt in attempts)
+    return ", ".join("%d %s" % (counts[word], word) for word, _, _ in TALLY if counts[word])
 
 
 def report_total(reports: Sequence[Fields]) -> str:
@@ -7577,7 +7725,6 @@ def glance(report: Fields) -> Fields:
     started, status = report["at"], report["status"] if report["state"] == RUN_ENDED else report["state"]
     cost, home = (report["usage"] or {}).get("cost_usd"), os.path.expanduser("~")
     where = clean(report["cwd"] or "?")
-    guarded = ["%d restored" % report["restored"]] * bool(report["restored"])  # (set aside: in the tally)
     return {"where": "~" + where[len(home):] if where.startswith(home + os.sep) else where,
             "procedure": clean(str(report["procedure"])), "status": status,
             "when": "%s (%s)" % (time.strftime("%b %d %H:%M", time.localtime(started)),
@@ -7586,7 +7733,8 @@ def glance(report: Fields) -> Fields:
             _one_line(report["reason"] or report["activity"] or "", 300),
             "attempts": tally(report["attempts"]) or "none",
             "cost": format_cost(cost) if cost is not None else "-",
-            "commits": plural(len(report["commits"]), "commit"), "guarded": "".join(guarded),
+            "commits": plural(len(report["commits"]), "commit"),  # (set aside: in the tally)
+            "guarded": "%d restored" % report["restored"] if report["restored"] else "",
             "kinds": ", ".join("%s ×%d" % pair for pair in report["error_kinds"].items()),
             "verify": verify_course(report), "next": report["next"]}
 
@@ -7599,14 +7747,18 @@ def attempt_rows(report: Fields) -> List[List[str]]:
     run: List[Fields] = []  # plain attempts of one outcome, not yet written
 
     def row(attempts: List[Fields]) -> List[str]:
-        first, done = attempts[0], attempts[0]["commit"]
+        first = attempts[0]
         cost = [a["cost_usd"] for a in attempts if a["cost_usd"] is not None]
-        return ["%d%s" % (first["iteration"], "–%d" % attempts[-1]["iteration"] * (len(attempts) > 1)),
+        many = len(attempts) > 1
+        numbers = str(first["iteration"])
+        if many:
+            numbers = "%d–%d" % (first["iteration"], attempts[-1]["iteration"])
+        return [numbers,
                 time.strftime("%H:%M:%S", time.localtime(first["at"])),
                 format_duration(sum(a["seconds"] for a in attempts)),
-                first["outcome"] + " ×%d" % len(attempts) * (len(attempts) > 1),
+                "%s ×%d" % (first["outcome"], len(attempts)) if many else first["outcome"],
                 format_cost(sum(cost)) if cost else "-",
-                first["reason"] or ("%s %s" % (done["hash"][:7], done["subject"]) if done else "")]
+                first["reason"] or commit_label(first)]
     long = len(report["attempts"]) > LONG_SESSION
     for attempt in report["attempts"] + [{"outcome": None}]:  # (the last: an end that flushes the run)
         plain = long and not (attempt.get("reason") or attempt.get("commit") or attempt.get("set_aside"))
@@ -7640,7 +7792,7 @@ def report_text(reports: Sequence[Fields], columns: int = 100) -> str:
             lines = textwrap.wrap(cells[5], max(columns - REASON_COLUMN, 20)) or [""]
             out.append("%5s  %8s  %8s  %-11s %6s  %s" % tuple(cells[:5] + lines[:1]))
             out += [" " * REASON_COLUMN + line for line in lines[1:]]  # (under its column, never at 0)
-        out += ["  set aside: %s (see it: git diff HEAD %s; take it: git checkout %s -- .)" % ((ref,) * 3)
+        out += ["  set aside: %s (%s)" % (ref, "; ".join("%s: %s" % pair for pair in recovery(ref)))
                 for ref in report["set_aside"]]
         if report["skipped_lines"]:
             out.append("  %s of the session file did not parse" % plural(report["skipped_lines"], "line"))
@@ -7669,11 +7821,13 @@ summary{cursor:pointer;font-weight:600}.pr{display:none}.chart{overflow-x:auto}.
 tr,svg,p.total{break-inside:avoid}
 h2{break-after:avoid}section.glance{break-after:page}}
 """
-# The patterns bars are marked with: a hatch (it went wrong), dots (a wait).
+# The patterns bars are marked with: a hatch (it went wrong), a cross (set aside), dots (a wait).
 SVG_PATTERNS = ('<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
                 'patternTransform="rotate(45)"><rect width="2.5" height="6" fill="#000" opacity=".35"/>'
-                '</pattern><pattern id="dots" width="5" height="5" patternUnits="userSpaceOnUse"><circle '
-                'cx="2.5" cy="2.5" r="1.1" fill="#000" opacity=".35"/></pattern></defs>')
+                '</pattern><pattern id="aside" width="6" height="6" patternUnits="userSpaceOnUse"><path '
+                'd="M0 0L6 6M6 0L0 6" stroke="#000" stroke-width="1.3" opacity=".5"/></pattern><pattern '
+                'id="dots" width="5" height="5" patternUnits="userSpaceOnUse"><circle cx="2.5" cy="2.5" '
+                'r="1.1" fill="#000" opacity=".35"/></pattern></defs>')
 
 
 def _swatch(color: str, mark: str = "") -> str:
@@ -7690,7 +7844,7 @@ def _ticks(first: float, last: float) -> List[Tuple[float, str]]:
                  if span / step <= 8), 86400)
     moment, ticks = (first // step + 1) * step, []
     while moment < last:
-        day = "%b %d " * (time.localtime(moment)[:3] != time.localtime(first)[:3])
+        day = "%b %d " if time.localtime(moment)[:3] != time.localtime(first)[:3] else ""
         words = time.strftime(day + ("%H:%M:%S" if step < 60 else "%H:%M"), time.localtime(moment))
         ticks.append((moment, words))
         moment += step
@@ -7701,7 +7855,7 @@ def _tag(name: str, cells: Iterable[Any], more: str = "") -> str:
     """A table row of cells (`td` or `th`), each its markup, or (its class, its markup)."""
     pairs = [cell if isinstance(cell, tuple) else ("", cell) for cell in cells]
     return "<tr%s>%s</tr>" % (more, "".join("<%s%s>%s</%s>" % (
-        name, " class=%s" % kind * bool(kind), text, name) for kind, text in pairs))
+        name, " class=" + kind if kind else "", text, name) for kind, text in pairs))
 
 
 class TimeAxis:
@@ -7738,7 +7892,7 @@ class TimeAxis:
             if said and wide > 7 * len(said) else ""
         hatch = '<rect x="%.1f" y="%.1f" width="%.1f" height="18" fill="url(#%s)"/>' % (at, lane, wide, mark)
         return '<g><title>%s</title><rect x="%.1f" y="%.1f" width="%.1f" height="18" fill="%s"/>%s%s</g>' % (
-            escape(words), at, lane, wide, color, hatch * bool(mark), label)
+            escape(words), at, lane, wide, color, hatch if mark else "", label)
 
     def line(self, points: Sequence[Tuple[float, float]], color: str, dashed: bool = False) -> str:
         """A polyline through (moment, share) points."""
@@ -7771,8 +7925,8 @@ def _glance_html(reports: Sequence[Fields], first: float) -> List[str]:
             row["attempts"] + "".join("<br><span class=muted>%s</span>" % row[key]
                                       for key in ("guarded", "kinds") if row[key]),
             ("num", "%s<br>%s" % (row["cost"], row["commits"])), ("wide", row["verify"] or "-"),
-            "<code>%s</code>" % row["next"] * bool(row["next"]) +
-            "<br><span class=muted>%s</span>" % row["why"] * bool(row["why"]))))
+            "<br>".join(filter(None, ("<code>%s</code>" % row["next"] if row["next"] else "",
+                                      "<span class=muted>%s</span>" % row["why"] if row["why"] else ""))))))
     return out + ["</table></section>"]
 
 
@@ -7790,21 +7944,23 @@ def _timeline_html(reports: Sequence[Fields], axis: TimeAxis) -> List[str]:
                                                   format_duration(wait["seconds"])))
                   for wait in report["waits"]]
         for a in report["attempts"]:
-            said = a["reason"] or ("%s %s" % (a["commit"]["hash"][:7], a["commit"]["subject"]) if a["commit"]
-                                   else "done")
+            said = " ".join(filter(None, [a["outcome"] + ",", format_duration(a["seconds"]), commit_label(a),
+                                          a["reason"] or ""]))
             lanes.append(axis.bar(lane, a["at"], a["seconds"], OUTCOME_LOOK.get(a["outcome"], "#d55e00"),
-                                  "hatch" * (a["outcome"] in FAILING_OUTCOMES), "#%d %s, %s: %s" % (
-                                      a["iteration"], a["outcome"], format_duration(a["seconds"]), said),
-                                  "#%d" % a["iteration"]))
-    seen = collections.Counter(a["outcome"] for a in attempts)
+                                  fate(a)[2], "#%d %s" % (a["iteration"], said), "#%d" % a["iteration"]))
+    fates = collections.Counter((fate(a)[0], a["outcome"]) for a in attempts)
     waited = collections.Counter(wait["kind"] for report in reports for wait in report["waits"])
-    legend = ["<span>%s %s %d</span>" % (_swatch(OUTCOME_LOOK[outcome], "hatch" * (
-        outcome in FAILING_OUTCOMES)), outcome, seen[outcome]) for outcome in OUTCOME_LOOK if seen[outcome]]
+    legend = ["<span>%s %d: %s</span>" % (
+        word, sum(n for (seen, _), n in fates.items() if seen == word), " ".join(
+            "%s %s" % (_swatch(OUTCOME_LOOK.get(outcome, "#d55e00"), pattern), escape(outcome))
+            for seen, outcome in sorted(fates) if seen == word)) for word, _, pattern in TALLY
+        if any(seen == word for seen, _ in fates)]  # (counted as the total counts: one way)
     legend += ["<span>%s waited: %s %d</span>" % (_swatch(WAIT_LOOK[kind], "dots"), kind, waited[kind])
                for kind in WAIT_LOOK if waited[kind]]
     return ["<h2>The night</h2>",
             axis.chart("Timeline: each session's attempts and waits", len(reports) * 24 + 26, lanes),
-            "<p class=legend>%s<span>hatched: it went wrong; dotted: a wait</span></p>" % "".join(legend),
+            "<p class=legend>%s<span>hatched: it went wrong; crossed: set aside; dotted: a wait</span></p>"
+            % "".join(legend),
             "<ol class=pr>%s</ol>" % "".join("<li>#%d %s: %s</li>" % (
                 a["iteration"], escape(a["outcome"]), escape(a["reason"] or ""))
                 for a in attempts if a["outcome"] in FAILING_OUTCOMES)]
@@ -7840,7 +7996,8 @@ def _windows_html(reports: Sequence[Fields], axis: TimeAxis) -> List[str]:
             points += [(at, used), (min(after, resets or after), used)]
             if resets and resets < after:
                 points += [(resets, 0), (after, 0)]
-        lines += [axis.line(points, color)] * bool(mine)
+        if mine:
+            lines.append(axis.line(points, color))
         if mine and kept.get(name):
             lines.append(axis.line([(axis.first, 1 - kept[name]), (axis.last, 1 - kept[name])], color, True))
     return ["<h2>Subscription windows</h2>", axis.chart("Windows' utilisation over the night", 160, lines),
@@ -7862,11 +8019,11 @@ def _sessions_html(reports: Sequence[Fields]) -> List[str]:
         out.append("<details open><summary>%s</summary><table class=att>%s%s" % (escape(said), "".join(
             "<col style=width:%s>" % size for size in ("5em", "6em", "6em", "9em", "5em", "auto")),
             _tag("th", zip(kinds, ("#", "start", "length", "outcome", "cost", "reason, or commit")))))
-        out += [_tag("td", zip(kinds, map(escape, cells)), " class=bad" * (cells[3] in FAILING_OUTCOMES))
-                for cells in attempt_rows(report)]
-        out += ["</table>"] + ["<p>set aside: <code>%s</code> — see it: <code>git diff HEAD %s</code>; "
-                               "take it: <code>git checkout %s -- .</code></p>" % ((escape(ref),) * 3)
-                               for ref in report["set_aside"]] + ["</details>"]
+        out += [_tag("td", zip(kinds, map(escape, cells)),
+                     " class=bad" if cells[3] in FAILING_OUTCOMES else "") for cells in attempt_rows(report)]
+        out += ["</table>"] + ["<p>set aside: <code>%s</code> — %s</p>" % (escape(ref), "; ".join(
+            "%s: <code>%s</code>" % (what, escape(command)) for what, command in recovery(ref)))
+            for ref in report["set_aside"]] + ["</details>"]
     return out
 
 
@@ -7888,7 +8045,7 @@ def report_html(reports: Sequence[Fields], now: float) -> str:
                 escape(title), REPORT_STYLE, "\n".join(out), __version__, local_time(now)))
 
 
-# ==== 17. Command line and commands ===================================
+# ==== 18. Command line and commands ===================================
 # argparse for SPEC 2's command line, plan_run (settings by precedence, with where each
 # came from), one function per command, and main. Each command returns an exit code;
 # only main turns errors into messages.
@@ -8247,6 +8404,282 @@ def load_config_saying_warnings(options: Any) -> Config:
     return config
 
 
+# -- the checks before a run -----------------------------------------------------------
+# One registry of checks (pycodestyle's shape): `doctor` prints every line of every check;
+# a run's start makes the same checks, refuses (exit 2, before any agent runs) on the first
+# error and says the warnings of those that say them there -- so what `doctor` calls an
+# error is what the run refuses (SPEC 17 rev 6). A line is (level, topic, words); a
+# setting's problem is a `config` error, named where the setting was set.
+
+OK, WARNING, ERROR = "ok", "warning", "error"  # doctor's levels
+
+
+class Preflight(Record):
+    """What the checks are given: the plan and the config it came from, the agent's
+    environment, the repository here (or git's reason why none)."""
+
+    plan: RunPlan
+    config: Config
+    env: Env
+    repo: GitRepository | None
+    why: str                        # git's reason when it cannot use the repository ("": none here)
+    resuming: bool = False          # a session goes on (what it left is not a stranger's)
+
+    def setting(self, key: str, problem: str) -> Tuple[str, str, str]:
+        """A setting's problem as a config error, named where it was set: `--keep better
+        needs verify: ...`, or `rooda-config.json:3:5: loop.keep: better needs verify: ...`."""
+        plan = self.plan
+        tier, flag, _ = plan.sources[key]
+        if tier == TIER_FLAG:
+            return ERROR, "config", "%s %s %s" % (flag, _scalar_text(plan.settings[key]), problem)
+        own = ("procedures", plan.procedure, key)
+        procedure = self.config.data.get("procedures", {}).get(plan.procedure, {})
+        path = own if procedure.get(key) is not None else ("loop", key)
+        value = _scalar_text(plan.settings[key])
+        where, line, col, message, _ = self.config.problem(path, "%s %s" % (value, problem))
+        return ERROR, "config", ":".join(str(part) for part in (where, line, col) if part) + ": " + message
+
+
+def _check_procedure(pre: Preflight) -> Lines:
+    """Its fragments (or prompt file) and a --context file readable; no bare marker."""
+    plan, what = pre.plan, "procedure %s" % pre.plan.procedure
+    try:
+        count = len(prompt_sources(plan))
+        build_prompt(plan, None)
+    except RoodaError as exc:
+        return [(ERROR, what, str(exc))]
+    lines: Lines = [(OK, what, "%d fragments readable" % count)]
+    bare = bare_signal_lines(plan)
+    if bare:
+        lines.append((WARNING, "prompt", "a promise marker alone on a line (%s): an agent that echoes its"
+                                         " prompt would read as done; put it inside a sentence" % bare))
+    return lines
+
+
+def _check_windows(plan: RunPlan, cli: AgentCLI | None, env: Environ) -> Lines:
+    """What reserve and pace can do with this agent (SPEC 18): only a subscription's
+    windows can be spared, and only some CLIs report them."""
+    if not plan.reserve and plan.pace == "off":
+        return []
+    if cli and not cli.windows:  # (a command rooda does not know may be claude inside)
+        return [(WARNING, "", "reserve and pace do nothing: %s reports no subscription windows (%s do)" % (
+            cli.name, " and ".join(row.name for row in AGENT_CLIS if row.windows)))]
+    key = cli.api_key(env) if cli else ""
+    if cli and key:
+        return [(WARNING, "", "reserve and pace do nothing: %s is logged in with %s, an API key, which has no"
+                              " subscription windows" % (cli.name, key))]
+    kept = ", ".join("%s %d%% kept" % (name, round(part * 100))
+                     for name, part in sorted(plan.reserve.items()))
+    return [(OK, "windows", "%s%s" % (kept or "no reserve", "; pace even" if plan.pace == "even" else ""))]
+
+
+def _check_agent(pre: Preflight) -> Lines:
+    """The agent's program, its CLI's known pitfalls, what verdict: schema, max_cost and the
+    windows can do with it (SPEC 16, 18, 21)."""
+    plan, agent = pre.plan, pre.plan.agent
+    if not agent:
+        return [(ERROR, "agent", str(no_agent_error()))]
+    lines: Lines = [(OK, "agent", "%s (%s)" % (agent.display(), agent.source))]
+    try:
+        check_agent_program(agent)
+    except RoodaError as exc:
+        lines = [(ERROR, "agent", str(exc))]
+    cli, env = agent.cli, dict(pre.env, **agent.env)
+    if plan.verdict == "schema" and not (cli and cli.schema_flag):
+        lines.append(pre.setting("verdict", "needs an agent CLI with a schema flag (%s), not %s" % (", ".join(
+            row.name for row in AGENT_CLIS if row.schema_flag), cli.name if cli else "this one")))
+    if plan.max_cost is not None and not getattr(OUTPUT_FORMATS.get(agent.format), "reports_cost", False):
+        lines.append((WARNING, "", "max_cost is set, but the agent's output (%s format) reports no cost: the"
+                                   " budget cannot be enforced; use --max-time as well" % agent.format))
+    elif plan.max_cost is not None and not (cli and cli.budget_flag):
+        who = agent.preset or "this agent"
+        lines.append((WARNING, "", "max_cost is checked between iterations: %s has no spending cap of its"
+                                   " own, so one iteration can spend past it" % who))
+    elif plan.max_cost or plan.max_time:  # (SPEC 16 rev 4: what the night will do)
+        lines.append((OK, "budget", "; ".join(filter(None, (
+            plan.max_time and "max_time %s" % format_budget(plan.max_time),
+            plan.max_cost and "max_cost %s, and each iteration gets %s with what is left" % (
+                format_cost(plan.max_cost), cli.budget_flag if cli else ""))))))
+    return lines + _check_windows(plan, cli, env)
+
+
+def _check_cli(pre: Preflight) -> Lines:
+    """The agent CLI's known pitfalls, and who pays (SPEC 16): the first of its credentials
+    found here."""
+    plan, agent = pre.plan, pre.plan.agent
+    cli = agent.cli if agent else None
+    if not agent or not cli:
+        return []
+    env = dict(pre.env, **agent.env)
+    lines = [(level, "agent", message) for level, applies, message in cli.pitfalls
+             if applies(agent.argv, env, pre.repo is not None)
+             and not (plan.verify and "`verify`" in message)]  # (that advice is taken)
+    paid = cli.paid_by(env)
+    if paid:
+        lines.append((OK, "credentials", "%s: %s pays" % paid))
+    elif cli.credentials:
+        lines.append((WARNING, "credentials", "none of %s found; %s needs %s%s" % (
+            ", ".join(where for where, _ in cli.credentials), cli.name, cli.login,
+            " (on macOS a login kept in the keychain is not seen here)" if sys.platform == "darwin" else "")))
+    return lines
+
+
+def _check_timeouts(pre: Preflight) -> Lines:
+    plan, agent = pre.plan, pre.plan.agent
+    if plan.iteration_timeout is None and plan.idle_timeout is None:
+        return [(WARNING, "", "no iteration timeout: an agent that hangs (network retries, a login prompt)"
+                              " stalls the loop; set --timeout or loop.iteration_timeout")]
+    if plan.idle_timeout is None or not agent or agent.format != "text":
+        return []
+    better = preset_format(agent.cli) if agent.cli else "text"
+    fix = "the %s preset as shipped prints its structured output (format %s), which avoids it" % (
+        agent.cli.name, better) if agent.cli and better != "text" else "prefer --timeout"
+    return [(WARNING, "", "idle timeout with a text agent: some CLIs (claude -p among them) print nothing"
+                          " until they finish, so a busy iteration looks idle; " + fix)]
+
+
+def _check_gates(pre: Preflight) -> Lines:
+    """The gates' programs, as the agent's is checked (SPEC 16 rev 5), and what verify
+    and notify will do; what `requires` names."""
+    plan, lines = pre.plan, []
+    for gate, command in ((GATE_VERIFY, plan.verify), (GATE_DONE_WHEN, plan.done_when)):
+        missing = command and missing_program(command, plan.cwd)  # (before the night, not at its start)
+        if missing:
+            lines.append((ERROR, gate, missing))
+    if plan.verify and not lines:
+        lines.append((OK, "verify", "`%s` after each iteration%s" % (_one_line(plan.verify, 80), (
+            ", and once before iteration 1 to say what the agent starts from (--no-verify-baseline skips it)")
+            if plan.verify_baseline else "")))
+    if plan.notify:
+        lines.append((OK, "notify", "`%s` at %s%s" % (_one_line(plan.notify, 80), ", ".join(plan.notify_on), (
+            " (and, should rooda die, the guardian runs it with ROODA_STATUS=died)"
+            if "session_end" in plan.notify_on else ""))))
+    missing = missing_requires(plan)
+    if missing:
+        lines.append((ERROR, "requires", missing))
+    return lines
+
+
+def _check_guards(pre: Preflight) -> Lines:
+    """SPEC 22: what is protected and its size, the test counts the last baseline here
+    printed (what verify is held to), and what keep: better needs."""
+    plan, lines = pre.plan, []
+    if plan.protect:
+        guarded = ProtectedPaths(plan.replace(repo=pre.repo), GateRunner(plan).git)
+        found = guarded.scan()
+        guarded.close()
+        size = sum(signature[1] for signature in found.values())
+        lines.append((WARNING if size > 50e6 else OK, "protect", "%s (%s, %s)%s" % (
+            ", ".join(plan.protect), plural(len(found), "file"), format_bytes(size),
+            "; over 50 MB: each changed one is copied before an iteration" if size > 50e6 else "")))
+        if ":rooda" not in plan.protect:
+            lines.append((WARNING, "protect", "the list leaves out :rooda: the agent may change rooda's own"
+                                              " files"))
+    if plan.verify and plan.test_counts == "guard":
+        baseline = None
+        with _suppress(RoodaError, OSError):
+            baseline = summarize_session(find_sessions(plan.log_dir or "", "")[0])["baseline"]
+        counts = baseline and baseline.counts
+        stand_in = "" if plan.verify_baseline else ", and without a baseline the first counts stand in"
+        lines.append((OK, "test counts", "the last baseline here printed %d run, %d skipped: a SUCCESS whose"
+                                         " verify runs fewer or skips more is rejected" % (
+                                             counts["run"], counts["skipped"]) if counts else
+                      "no baseline here has printed any yet (a runner's summary line: pytest, unittest, go,"
+                      " cargo, Jest, Vitest); without, nothing is compared" + stand_in))
+    needs = Keeper.needs(plan, pre.repo)
+    if needs:
+        lines.append(pre.setting("keep", needs))
+    elif Keeper.wanted(plan):
+        lines.append((OK, "keep", "better: an attempt that makes verify worse is set aside under"
+                                  " refs/rooda/attempts/<session>/<iteration> and the tree put back"))
+    return lines
+
+
+def _check_git(pre: Preflight) -> Lines:
+    """git for the gates that need it (SPEC 6, 16): the repository, who commits, where a push
+    goes, and what the first commit would sweep in."""
+    plan, repo, gates = pre.plan, pre.repo, pre.plan.gates
+    if not gates.need_git():
+        said = "repository %s" % repo.top if repo else "not a repository (no gate needs one)"
+        if pre.why:
+            return [(WARNING, "git", "%s (no gate needs git; the logs will not record HEAD)" % pre.why)]
+        return [(OK, "git", said)]
+    if not repo:
+        wanted = [name for name, on in (("git.commit", gates.commit), ("git.push", gates.push),
+                                        ("stuck.no_change", gates.no_change)) if on]
+        them = "it" if len(wanted) == 1 else "them"
+        why = "but " + pre.why if pre.why else "and %s is not in one (run 'git init', or turn %s off)" % (
+            plan.cwd, them)
+        return [(ERROR, "config", "procedures.%s: %s need%s a git repository, %s" % (
+            plan.procedure, " and ".join(wanted), "s" if len(wanted) == 1 else "", why))]
+    run_git = GateRunner(plan).git
+    who, why = commit_identity(run_git) if gates.commit else ("", "")
+    lines: Lines = [(OK, "git", "repository %s%s" % (repo.top, ", committing as " + who if who else ""))]
+    if who is None:  # (each iteration's work would fail to commit)
+        lines = [(ERROR, "git", "git.commit is on, but git has no identity to commit with here (%s); %s" % (
+            why, GIT_IDENTITY_HINT))]
+    if gates.push:
+        remote = run_git(["remote", "-v"]).out.split()
+        lines.append((OK, "git", "pushing to %s (%s)" % tuple(remote[:2])) if remote else
+                     (ERROR, "git", "git.push is on but the repository has no remote"))
+    untracked = untracked_files(run_git, repo, plan.log_dir) if gates.commit and not pre.resuming else []
+    if untracked:
+        lines.append((WARNING, "git", "git.commit is on and these untracked files would be committed with the"
+                                      " agent's work: %s; add them to .gitignore, or move them"
+                                      % ", ".join(untracked[:10])))
+    return lines
+
+
+def _check_here(pre: Preflight) -> Lines:
+    """What holds the machine awake, and where the logs go (doctor's alone: the run
+    finds out for itself)."""
+    plan, lines = pre.plan, []
+    awake, works = keep_awake_command() if plan.keep_awake else None, False
+    if awake:  # does it hold here? (systemd-inhibit fails at once without a system bus)
+        with _suppress(RoodaError):
+            held = awake[:-1] + ["true"] if awake[0] != "caffeinate" else ["caffeinate", "-i", "true"]
+            works = run_agent(held, "", limits=Limits(timeout=10)).exit_code == 0
+    if not plan.keep_awake:
+        lines.append((OK, "keep-awake", "off (keep_awake: false)"))
+    elif awake and works:
+        lines.append((OK, "keep-awake", "%s holds off sleep while a run goes on" % awake[0]))
+    else:
+        lines.append((WARNING, "keep-awake", "unavailable (%s); keep the machine awake some other way" % (
+            "%s does not work here" % awake[0] if awake else "no systemd-inhibit")))
+    if plan.log_dir is None:
+        return lines + [(OK, "logs", "off (--no-log)")]
+    shown = _display_path(plan.log_dir, plan.cwd)
+    try:
+        import tempfile
+        os.makedirs(plan.log_dir, exist_ok=True)
+        tempfile.TemporaryFile(dir=plan.log_dir).close()
+        return lines + [(OK, "logs", "%s is writable" % shown)]
+    except OSError as exc:
+        return lines + [(ERROR, "logs", "%s is not writable (%s); use --log-dir or --no-log" % (
+            shown, exc.strerror))]
+
+
+# The checks, in doctor's order, and what a run's start does with each: refuses on an
+# error and says its warnings (START), refuses on an error alone (ERRORS), or leaves it
+# to doctor (None: the run finds out for itself, or it is advice).
+START, ERRORS = "start", "errors"
+PREFLIGHT = ((_check_procedure, START), (_check_agent, START), (_check_cli, ERRORS),
+             (_check_timeouts, None), (_check_gates, ERRORS), (_check_guards, ERRORS), (_check_git, START),
+             (_check_here, None))
+
+
+def preflight(pre: Preflight, at_start: bool, checks: Sequence[tuple] = PREFLIGHT) -> Lines:
+    """The lines of the checks before a run: all of them (doctor), or what a run's start
+    makes of them (its warnings, its errors)."""
+    lines = []
+    for check, start in checks:
+        if at_start and start is None:
+            continue
+        lines += [line for line in check(pre) if not at_start or line[0] == ERROR or (
+            line[0] == WARNING and start == START)]
+    return lines
+
+
 def command_run(options: Any, procedure_name: str, positional: str | None,
                 prompt_file: str | None = None) -> int:
     """Run a procedure's loop (or `prompt <file>`), or with --dry-run print its first prompt;
@@ -8255,13 +8688,12 @@ def command_run(options: Any, procedure_name: str, positional: str | None,
     resumed = getattr(options, "resumed", None)
     config = load_config_saying_warnings(options)
     plan = plan_run(options, config, procedure_name, positional, prompt_file)
-    for key, trouble in (("verdict", schema_trouble(plan, plan.agent) if plan.agent else ""), ("keep", (
-            plan.keep == "better" and not plan.verify and "better needs verify: it keeps what verify says is"
-            " no worse"))):
-        if trouble:  # (a config error: --dry-run says it too, issue 36)
-            own = config.data.get("procedures", {}).get(procedure_name, {}).get(key)
-            raise ConfigError.collect([config.problem(
-                ("procedures", procedure_name, key) if own else ("loop", key), trouble)])
+    repo, why = find_repository(plan.cwd)
+    pre = Preflight(plan, config, dict(os.environ), repo, why, resumed is not None)
+    said = preflight(pre, at_start=True)  # (exit 2 before any agent runs: what doctor calls an error)
+    for level, topic, message in said:
+        if level == ERROR and (topic == "config" or not options.dry_run):  # (--dry-run: a config's, issue 36)
+            raise (ConfigError if topic == "config" else RoodaError)(message)
     if options.dry_run:
         agent = plan.agent.display() if plan.agent else "(no agent found)"
         sys.stderr.write("[DRY RUN] Procedure: %s\n[DRY RUN] Would execute with: %s\n"
@@ -8269,27 +8701,9 @@ def command_run(options: Any, procedure_name: str, positional: str | None,
         sys.stderr.flush()
         write_stdout(build_prompt(plan, None))
         return 0
-    # Preconditions, all before the first iteration (exit 2).
-    if not plan.agent:
-        raise no_agent_error()
-    check_agent_program(plan.agent)
-    build_prompt(plan, None)  # a missing fragment or prompt file is reported now
-    repo = None
-    if plan.gates.need_git() or plan.log_dir or plan.keep == "better":
-        repo, why = find_repository(plan.cwd)
-        wanted = [name for name, on in (("git.commit", plan.gates.commit), ("git.push", plan.gates.push),
-                                        ("stuck.no_change", plan.gates.no_change),
-                                        ("keep: better", plan.keep == "better")) if on]
-        if wanted and not repo:
-            one = len(wanted) == 1
-            why = "but " + why if why else "and %s is not in one (run 'git init', or turn %s off)" % (
-                plan.cwd, ("them", "it")[one])
-            raise ConfigError("procedures.%s: %s need%s a git repository, %s" % (
-                procedure_name, " and ".join(wanted), "s" * one, why))
-        who, why = commit_identity(GateRunner(plan).git) if plan.gates.commit else ("", "")
-        if who is None:  # (each iteration's work would fail to commit)
-            raise RoodaError("git.commit is on, but git has no identity to commit with here (%s); %s"
-                             % (why, GIT_IDENTITY_HINT))
+    assert plan.agent
+    if not (plan.gates.need_git() or plan.log_dir or Keeper.wanted(plan)):
+        repo = None  # (nothing needs git: no HEAD is read)
     plan = plan.replace(repo=repo)
     log = None
     if plan.log_dir is not None:
@@ -8308,9 +8722,7 @@ def command_run(options: Any, procedure_name: str, positional: str | None,
     saved = os.environ.get("ROODA_RUN")
     os.environ["ROODA_RUN"] = "%d-%d" % (os.getpid(), time.time() * 1000)
     if os.name != "nt":
-        died = {"ROODA_EVENT": "session_end", "ROODA_STATUS": "died", "ROODA_EXIT_CODE": "",
-                "ROODA_REASON": "rooda was killed or crashed", "ROODA_PROCEDURE": plan.procedure,
-                "ROODA_LOG": log.path if log else "", "ROODA_SESSION": log.files.jsonl if log else ""}
+        died = notify_env(plan, log, "session_end", "died", "rooda was killed or crashed")
         told = json.dumps({"cmd": plan.notify, "env": died}) if "session_end" in plan.notify_on else ""
         _HELPERS.guardian = _HELPERS.start([sys.executable, "-S", "-c", _GUARDIAN, os.environ["ROODA_RUN"],
                                             str(plan.kill_grace), told if plan.notify else ""])
@@ -8319,7 +8731,8 @@ def command_run(options: Any, procedure_name: str, positional: str | None,
         _HELPERS.start(awake)  # where it fails at once (no system bus), a no-op: it is gone
     try:
         with guard:
-            state = run_loop(plan, progress, guard, log, out, err, resumed)
+            state = run_loop(plan, progress, guard, log, out, err, resumed,
+                             [message for level, _, message in said if level == WARNING])
     finally:
         _HELPERS.stop()
         if saved is None:
@@ -8440,205 +8853,29 @@ def command_info(options: Any, name: str) -> int:
     return 0
 
 
-def _doctor_agent(report: Report, agent: AgentCommand, plan: RunPlan | None,
-                  cwd: str) -> None:
-    """doctor's checks of the agent: its program, its CLI's known pitfalls, its credentials
-    and who pays with them (SPEC 16), and what max_cost can do with it."""
-    try:
-        check_agent_program(agent)
-        report("ok", "agent: %s (%s)" % (agent.display(), agent.source))
-    except RoodaError as exc:
-        report("error", "agent: %s" % exc)
-    schema, budget = (schema_trouble(plan, agent), max_cost_trouble(plan, agent)) if plan else ("", "")
-    if schema:
-        report("error", "verdict: " + schema)
-    if budget:
-        report("warning", budget)
-    elif plan and (plan.max_cost or plan.max_time):  # (SPEC 16 rev 4: what the night will do)
-        report("ok", "budget: %s" % "; ".join(filter(None, (
-            plan.max_time and "max_time %s" % format_budget(plan.max_time),
-            plan.max_cost and "max_cost %s, and each iteration gets %s with what is left" % (
-                format_cost(plan.max_cost), agent.cli.budget_flag if agent.cli else "")))))
-    env, cli = dict(os.environ, **agent.env), agent.cli
-    if plan and (plan.reserve or plan.pace != "off"):
-        kept = ", ".join("%s %d%% kept" % (name, round(part * 100))
-                         for name, part in sorted(plan.reserve.items()))
-        trouble = window_trouble(plan, agent, env)
-        report("warning" if trouble else "ok", trouble or "windows: %s%s" % (
-            kept or "no reserve", "; pace even" if plan.pace == "even" else ""))
-    if not cli:
-        return
-    in_repo = find_repository(cwd)[0] is not None
-    verified = plan is not None and plan.verify
-    for level, applies, message in cli.pitfalls:
-        if applies(agent.argv, env, in_repo) and not (verified and "`verify`" in message):
-            report(level, "agent: " + message)
-    paid = cli.paid_by(env)
-    if paid:
-        report("ok", "credentials: %s: %s pays" % paid)
-    elif cli.credentials:
-        report("warning", "credentials: none of %s found; %s needs %s%s" % (
-            ", ".join(where for where, _ in cli.credentials), cli.name, cli.login,
-            " (on macOS a login kept in the keychain is not seen here)" if sys.platform == "darwin" else ""))
-
-
-def _doctor_git(report: Report, plan: RunPlan, cwd: str) -> None:
-    """doctor's checks of git: the repository the gates need, who commits, where a push
-    goes, and what the first commit would sweep in."""
-    gates = plan.gates
-    repo, why = find_repository(cwd)
-    if not gates.need_git():
-        said = "repository %s" % repo.top if repo else "not a repository (no gate needs one)"
-        report("warning" if why else "ok", "git: %s" % (
-            "%s (no gate needs git; the logs will not record HEAD)" % why if why else said))
-        return
-    if not repo:
-        report("error", "git: the procedure's git gates need a git repository; %s" % (
-            why or "%s is not in one (run 'git init')" % cwd))
-        return
-    run_git = GateRunner(plan).git
-    who, why = commit_identity(run_git)
-    if who or not gates.commit:
-        report("ok", "git: repository %s%s" % (repo.top, ", committing as " + who if who else ""))
-    else:
-        report("error", "git: no identity to commit with (%s); %s" % (why, GIT_IDENTITY_HINT))
-    if gates.push:
-        remote = run_git(["remote", "-v"]).out.split()
-        report("ok" if remote else "error", "git: pushing to %s (%s)" % tuple(remote[:2]) if remote else
-               "git: git.push is on but the repository has no remote")
-    if gates.commit:
-        untracked = untracked_files(run_git, repo, plan.log_dir)
-        if untracked:
-            report("warning", "git: these untracked files would be committed with the agent's work: %s"
-                              % ", ".join(untracked[:10]))
-
-
-def _doctor_guards(report: Report, plan: RunPlan, cwd: str) -> None:
-    """doctor's lines for SPEC 22: what is protected and its size, the test counts the
-    last baseline here printed (what verify is held to), and keep."""
-    if plan.protect:
-        guarded = ProtectedPaths(plan.replace(repo=find_repository(cwd)[0]), GateRunner(plan).git)
-        found = guarded.scan()
-        guarded.close()
-        size = sum(signature[1] for signature in found.values())
-        report("warning" if size > 50e6 else "ok", "protect: %s (%s, %s)%s" % (
-            ", ".join(plan.protect), plural(len(found), "file"), format_bytes(size),
-            "; over 50 MB: each changed one is copied before an iteration" * (size > 50e6)))
-        if ":rooda" not in plan.protect:
-            report("warning", "protect: the list leaves out :rooda: the agent may change rooda's own files")
-    if plan.verify and plan.test_counts == "guard":
-        baseline = None
-        with _suppress(RoodaError, OSError):
-            baseline = summarize_session(find_sessions(plan.log_dir or "", "")[0])["baseline"]
-        counts = (baseline or {}).get("counts")
-        report("ok", "test counts: %s" % (
-            "the last baseline here printed %d run, %d skipped: a SUCCESS whose verify runs fewer or skips"
-            " more is rejected" % (counts["run"], counts["skipped"]) if counts else
-            "no baseline here has printed any yet (a runner's summary line: pytest, unittest, go, cargo,"
-            " Jest, Vitest); without, nothing is compared" + ", and without a baseline the first counts"
-            " stand in" * (not plan.verify_baseline)))
-    if plan.keep == "better":  # (what a run would stop on, before iteration 1)
-        needs = "" if plan.verify else "verify: it keeps what verify says is no worse"
-        if not needs and not find_repository(cwd)[0]:
-            needs = "a git repository (run 'git init', or keep: all)"
-        report("error" if needs else "ok", "keep: better needs " + needs if needs else "keep: better: an"
-               " attempt that makes verify worse is set aside under refs/rooda/attempts/<session>/<iteration>"
-               " and the tree put back")
-
-
 def command_doctor(options: Any, name: str | None) -> int:
-    """`doctor [procedure]`: the preflight checks, one line each; exit 2 on any error."""
-    lines = []
-
-    def report(level: str, message: str) -> None:
-        lines.append((level, message))
-
-    cwd = os.getcwd()
+    """`doctor [procedure]`: the checks before a run, one line each -- the run's start makes
+    the same --; without a procedure, the config and the agent. Exit 2 on any error."""
+    lines: Lines = []
+    config = None
     try:
-        config: Config | None = load_config(options.config)
+        config = load_config(options.config)
     except ConfigError as exc:
-        for line in exc.lines():
-            report("error", "config: " + line)
-        config = None
-    plan = None
+        lines = [(ERROR, "config", line) for line in exc.lines()]
     if config:
-        report("ok", "config: valid (%s)" % (", ".join("%s %s" % pair for pair in config.files) or
-                                             "built-in"))
-        for warning in config.warnings:
-            report("warning", "config: " + warning.replace(": warning: ", ": ", 1))
-        try:
-            plan = plan_run(options, config, name, None) if name is not None else None
-            if plan:
-                count = sum(len(read_fragments(plan.fragments[phase], phase)) for phase in PHASES)
-                report("ok", "procedure %s: %d fragments readable" % (name, count))
-                bare = bare_signal_lines(plan)
-                if bare:
-                    report("warning", "prompt: a promise marker alone on a line (%s): an agent that echoes"
-                                      " its prompt would read as done; put it inside a sentence" % bare)
+        lines.append((OK, "config", "valid (%s)" % (", ".join("%s %s" % pair for pair in config.files) or
+                                                    "built-in")))
+        lines += [(WARNING, "config", warning.replace(": warning: ", ": ", 1)) for warning in config.warnings]
+        try:  # (no procedure named: the agent a plain run would use)
+            plan = plan_run(options, config, name or "prompt", None, None if name else os.devnull)
+            pre = Preflight(plan, config, dict(os.environ), *find_repository(plan.cwd))
+            lines += preflight(pre, False, PREFLIGHT if name else PREFLIGHT[1:3])
         except RoodaError as exc:
-            report("error", "procedure %s: %s" % (name, exc))
-    agent = plan.agent if plan else None
-    if config and not plan:
-        agent = resolve_agent(config, None, options.ai_cmd, options.ai_cmd_alias, options.ai_format)
-    if config and not agent:
-        report("error", str(no_agent_error()))
-    elif agent:
-        _doctor_agent(report, agent, plan, cwd)
-    if plan:
-        if plan.iteration_timeout is None and plan.idle_timeout is None:
-            report("warning", "no iteration timeout: an agent that hangs (network retries, a login"
-                              " prompt) stalls the loop; set --timeout or loop.iteration_timeout")
-        if plan.idle_timeout is not None and agent and agent.format == "text":
-            better = preset_format(agent.cli) if agent.cli else "text"
-            fix = "the %s preset as shipped prints its structured output (format %s), which avoids" \
-                  " it" % (agent.cli.name, better) if agent.cli and better != "text" else "prefer --timeout"
-            report("warning", "idle timeout with a text agent: some CLIs (claude -p among them) print"
-                              " nothing until they finish, so a busy iteration looks idle; " + fix)
-        for gate, command in ((GATE_VERIFY, plan.verify), (GATE_DONE_WHEN, plan.done_when)):
-            missing = command and missing_program(command, cwd)  # (before the night, not at its start)
-            if missing:
-                report("error", "%s: %s" % (gate, missing))
-        if plan.verify:
-            report("ok", "verify: `%s` after each iteration%s" % (_one_line(plan.verify, 80), (
-                ", and once before iteration 1 to say what the agent starts from (--no-verify-baseline"
-                " skips it)") if plan.verify_baseline else ""))
-        _doctor_guards(report, plan, cwd)
-        if plan.notify:
-            report("ok", "notify: `%s` at %s%s" % (_one_line(plan.notify, 80), ", ".join(plan.notify_on), (
-                " (and, should rooda die, the guardian runs it with ROODA_STATUS=died)"
-                if "session_end" in plan.notify_on else "")))
-        _doctor_git(report, plan, cwd)
-        for path in plan.gates.requires:
-            if not os.path.exists(os.path.join(cwd, path)):
-                report("warning", "requires %s, which is missing%s" % (
-                    path, plan.gates.requires_hint))
-        awake, works = keep_awake_command() if plan.keep_awake else None, False
-        if awake:  # does it hold here? (systemd-inhibit fails at once without a system bus)
-            with _suppress(RoodaError):
-                held = awake[:-1] + ["true"] if awake[0] != "caffeinate" else ["caffeinate", "-i", "true"]
-                works = run_agent(held, "", limits=Limits(timeout=10)).exit_code == 0
-        if not plan.keep_awake:
-            report("ok", "keep-awake: off (keep_awake: false)")
-        elif awake and works:
-            report("ok", "keep-awake: %s holds off sleep while a run goes on" % awake[0])
-        else:
-            report("warning", "keep-awake: unavailable (%s); keep the machine awake some other way" % (
-                "%s does not work here" % awake[0] if awake else "no systemd-inhibit"))
-        if plan.log_dir is None:
-            report("ok", "logs: off (--no-log)")
-        else:
-            shown = _display_path(plan.log_dir, cwd)
-            try:
-                import tempfile
-                os.makedirs(plan.log_dir, exist_ok=True)
-                tempfile.TemporaryFile(dir=plan.log_dir).close()
-                report("ok", "logs: %s is writable" % shown)
-            except OSError as exc:
-                report("error", "logs: %s is not writable (%s); use --log-dir or --no-log"
-                       % (shown, exc.strerror))
-    width = max(len(level) for level, _ in lines)
-    write_stdout("".join("%-*s  %s\n" % (width, level, message) for level, message in lines))
-    return 2 if any(level == "error" for level, _ in lines) else 0
+            lines.append((ERROR, "procedure %s" % name, str(exc)))
+    width = max(len(level) for level, _, _ in lines)
+    write_stdout("".join("%-*s  %s\n" % (width, level, "%s: %s" % (topic, words) if topic else words)
+                         for level, topic, words in lines))
+    return 2 if any(level == ERROR for level, _, _ in lines) else 0
 
 
 # What `vendor` copies: the vendoring unit of SPEC 1.
@@ -8728,7 +8965,7 @@ def command_vendor(options: Any, directory: str) -> int:
 def _status_text(summary: Fields, cwd: str, now: float) -> str:
     """The summary for a person."""
     cap, state, pid = summary["max_iterations"], summary["state"], summary["pid"]
-    waiting = wait_kind(summary["waiting_for"])
+    waiting = WAIT_KINDS[summary["waiting"] or WAIT_LIMIT]
     held = waiting.holds  # (before the next iteration)
     number = "%s%s" % ((summary["iterations"] or 0) + 1 if held else summary["iteration"] or 1,
                        "/%d" % cap if cap else "")
@@ -8737,7 +8974,7 @@ def _status_text(summary: Fields, cwd: str, now: float) -> str:
     if until is not None:
         under_way = "waiting for %s until %s (%s left); iteration %s %s then" % (
             waiting.waiting_for, clock_words(until, now), format_duration(max(until - now, 0)), number,
-            ("runs again", "starts")[held])
+            "starts" if held else "runs again")
     moment = parse_iso_time(summary["last_event_time"]) or now
     states = {RUN_RUNNING: "running (pid %s), %s" % (pid, under_way),
               RUN_STOPPED: "stopped (pid %s, Ctrl+Z: `fg` in its terminal goes on), %s" % (pid, under_way),
@@ -8783,7 +9020,7 @@ def _status_row(summary: Fields) -> str:
         spent = format_cost(cost)
     why = summary["reason"] or ""  # (a death, and the last failure before it: SPEC 16 rev 4)
     if summary["last_failure"] and (not why or summary["state"] == RUN_DIED):
-        why += "; " * bool(why) + "last failure: " + summary["last_failure"]
+        why = "; ".join(filter(None, (why, "last failure: " + summary["last_failure"])))
     return "%s  %-12s  %7s  %-11s  %9s  %6s  %s%s" % (
         local_time(started) if started else "?" * 19,
         clean(str(summary["procedure"])), "%d%s" % (summary["iterations"], "/%d" % cap if cap else ""),
@@ -8827,7 +9064,7 @@ def command_status(options: Any) -> int:
         except OSError as exc:
             sys.stderr.write("rooda: cannot read %s: %s\n" % (_display_path(path, os.getcwd()), exc.strerror))
     if options.json:
-        write_stdout("".join(json.dumps(summary, ensure_ascii=False) + "\n" for summary in summaries))
+        write_stdout("".join(as_json(summary) + "\n" for summary in summaries))
     elif summaries:
         write_stdout("".join(_status_row(summary) + "\n" for summary in summaries) if options.all else
                      _status_text(summaries[0], os.getcwd(), now))
@@ -8871,38 +9108,12 @@ def command_report(options: Any) -> int:
     elif options.html:
         write_stdout(report_html(reports, now))
     elif options.json:
-        write_stdout("".join(json.dumps(report, ensure_ascii=False) + "\n" for report in reports))
+        write_stdout("".join(as_json(report) + "\n" for report in reports))
     else:
         import shutil
         write_stdout(report_text(reports, shutil.get_terminal_size((100, 24)).columns if
                                  sys.stdout.isatty() else 100))
     return 0
-
-
-def _resume_context(events: List[Fields]) -> Tuple[str | None, Told | Baseline | None]:
-    """What a resumed session needs besides its counts (SPEC 16), from its events' fields:
-    the prompt it read from stdin, and what the next attempt is told of -- the last
-    counted iteration, else a failing baseline."""
-    prompt: str | None = None
-    previous: Told | Baseline | None = None
-    for event in events:
-        try:
-            name, code = event["event"], event.get("exit_code")
-            if name == "session_start" and isinstance(event.get("prompt"), str):
-                prompt = event["prompt"]
-            elif name == "gate" and event.get("baseline") and code:
-                previous = Baseline(str(event["command"]), int(code), str(event.get("line") or ""))
-            elif name == "iteration_end" and event.get("outcome") not in (
-                    LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED) and event.get("cause") not in STOPPING_CAUSES:
-                # (an attempt the account stopped was not counted: the next one is not told of it)
-                source, text = map(str, event.get("feedback") or ("the agent's", ""))
-                previous = Told(int(event["iteration"]), str(event["outcome"]), int(code or 0),
-                                _typed(event.get("cause"), str), str(event.get("reason") or ""),
-                                feedback=text.encode("utf-8"), source=source,
-                                next_step=_typed(_mapping(event.get("verdict")).get("next_step"), str))
-        except (ValueError, KeyError, TypeError):
-            continue  # (what has not its shape tells nothing: the attempt goes on without it)
-    return prompt, previous
 
 
 def command_resume(options: Any) -> int:
@@ -8927,8 +9138,8 @@ def command_resume(options: Any) -> int:
         raise
     except OSError as exc:
         raise RoodaError("cannot open %s: %s" % (path, exc.strerror)) from None
-    events: List[Fields] = []
-    summary = summarize_session(path, events=events)
+    reader = SessionReader(path, time.time(), detail=True)
+    summary = reader.read()
     if not ran_here:
         raise RoodaError("%s was started in %s; resume it from there" % (shown, summary["cwd"]))
     resumable = summary["resumable"] if summary["resumable"] is not None else summary["status"] in {
@@ -8942,9 +9153,9 @@ def command_resume(options: Any) -> int:
                          " instead" % shown)
     files = SessionFiles.of(path)
     assert files
-    prompt, previous = _resume_context(events)
-    # What the session carries over (run_loop): its summary, its base name and lock, the usage known.
-    point = dict(summary, session=files.base, lock=locked, previous=previous,
+    # What the session carries over (run_loop): its summary, its base name and lock, the usage known,
+    # and what the next attempt is told of (the last counted iteration, else a failing baseline).
+    point = dict(summary, session=files.base, lock=locked, previous=reader.previous,
                  seconds=summary["elapsed_seconds"] or 0.0,
                  usage={name: value for name, value in (summary["usage"] or {}).items() if value is not None})
     own, at = list(options.argv), 0  # its own options: its words taken out by position, not value
@@ -8956,7 +9167,7 @@ def command_resume(options: Any) -> int:
     if again.command in RESERVED_WORDS and again.command not in ("run", "prompt"):
         raise RoodaError("%s was not a run (%s); start a new run instead" % (shown, " ".join(argv)))
     again.argv, again.resumed = argv, point  # (a later resume starts from the session's own argv again)
-    again.prompt_text = prompt
+    again.prompt_text = reader.prompt
     return dispatch(again)
 
 

@@ -88,6 +88,9 @@ def isolated_environment(tmp_path_factory, monkeypatch):
         if name.startswith("ROODA_") or name in ("XDG_CONFIG_HOME", "CLAUDECODE", "NO_COLOR"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("ROODA_CONFIG_HOME", str(tmp_path_factory.mktemp("no-global-config")))
+    # (CI runs as root: a fake `claude` must not meet the real one's refusal of root, which a
+    # run now refuses before it starts; the tests of that trap unset it)
+    monkeypatch.setenv("IS_SANDBOX", "1")
     monkeypatch.setenv("ROODA_LOOP_LOG_DIR", str(tmp_path_factory.mktemp("logs")))
 
 

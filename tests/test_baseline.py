@@ -26,9 +26,10 @@ def gates(events):
 
 
 def test_a_verify_that_is_not_installed_stops_before_any_agent_runs(workspace, agent, tmp_path):
-    code, lines, err, events = run(workspace, agent, tmp_path, "-n", "3", "--verify", "no-such-tool -q")
+    # (a program the checks before the run cannot see: the shell finds it missing)
+    code, lines, err, events = run(workspace, agent, tmp_path, "-n", "3", "--verify", "${TOOL:-no-such-tool} -q")
     assert code == 2 and agent.calls == 0
-    assert lines[-1].startswith("ERROR: verify command `no-such-tool -q` exited 127 (it cannot run): ")
+    assert lines[-1].startswith("ERROR: verify command `${TOOL:-no-such-tool} -q` exited 127 (it cannot run): ")
     assert "no-such-tool" in lines[-1].split("(it cannot run): ")[1]  # with its output
     assert gates(events) == [("verify", 127, True)]
     assert [e["event"] for e in events] == ["session_start", "gate", "session_end"]
@@ -70,7 +71,7 @@ def test_a_failing_baseline_is_said_at_the_start_and_leads_the_first_prompt(work
                                    "counts": {"run": 13, "skipped": 0, "failed": 3}}  # (SPEC 22)
     assert summary["last_verify"] == {"result": "pass", "exit_code": 0, "line": "", "counts": None}
     text = run_rooda("status", "--log-dir", tmp_path / "logs", cwd=str(workspace)).stdout.decode()
-    assert "verify      failing (3 failed, 10 passed; 13 run) before → passing after\n" in text
+    assert "verify      failing (3 failed of 13 run) before → passing after\n" in text  # (one wording)
 
 
 def test_an_iteration_that_fails_as_before_says_so_and_same_error_counts_the_baseline(

@@ -126,9 +126,9 @@ def test_a_missing_required_path_exits_2_with_the_hint(workspace, agent, capfd):
     procedure(workspace, requires=["IMPLEMENTATION_PLAN.md"],
               requires_hint="run the plan procedure first")
     code, _, err = run_main(capfd, "p", "--ai-cmd", agent.cmd)
-    assert code == 2 and agent.calls == 0
-    assert progress_lines(err)[-1] == ("ERROR: procedure p requires IMPLEMENTATION_PLAN.md, which is"
-                                       " missing; run the plan procedure first")
+    assert code == 2 and agent.calls == 0  # (refused before the run starts: doctor calls it an error)
+    assert err == ("rooda: error: procedure p requires IMPLEMENTATION_PLAN.md, which is missing; run the plan"
+                   " procedure first\n")
 
 
 def test_requires_is_checked_before_each_iteration(workspace, agent, capfd):

@@ -229,16 +229,16 @@ def test_doctor_names_the_identity_it_commits_as_or_that_there_is_none(workspace
     def git_lines():
         code, out, _ = run_main(capfd, "doctor", "p", "--ai-cmd", "true")
         return code, [line.split(None, 1) for line in out.splitlines()
-                      if line.split(None, 1)[1].startswith(("git: repository", "git: no identity"))]
+                      if line.split(None, 1)[1].startswith(("git: repository", "git: git.commit is on, but"))]
 
     make_repo(workspace)
     procedure(workspace, git={"commit": True})
     assert git_lines()[1] == [["ok", "git: repository %s, committing as Test <test@example.com>"
                                % os.path.realpath(str(workspace))]]
     without_identity(workspace, monkeypatch, tmp_path)
-    assert git_lines() == (2, [["error", "git: no identity to commit with (fatal: no email was given and"
-                                " auto-detection is disabled); set it with: git config user.name 'Your Name'"
-                                " and git config user.email you@example.com"]])
+    assert git_lines() == (2, [["error", "git: git.commit is on, but git has no identity to commit with here"
+                                " (fatal: no email was given and auto-detection is disabled); set it with: git"
+                                " config user.name 'Your Name' and git config user.email you@example.com"]])
 
 
 def test_a_failing_hooks_report_reaches_the_log_verbose_output_and_the_reason_line(workspace, agent, capfd,

@@ -220,8 +220,8 @@ def test_a_bare_signal_line_in_the_prompt_is_warned_about_at_start_and_by_doctor
     code, _, err = run_main(capfd, "p", "-n", "1", "--ai-cmd", agent.cmd)
     warnings = [line for line in err.splitlines() if "promise marker alone" in line]
     assert len(warnings) == 1 and warnings[0].endswith(  # one warning, naming the fragments
-        "WARNING: the prompt has a promise marker alone on a line (emit.md lines 3, 5; other.md line 1): an"
-        " agent that echoes its prompt would read as done; put the marker inside a sentence")
+        "WARNING: a promise marker alone on a line (emit.md lines 3, 5; other.md line 1): an"
+        " agent that echoes its prompt would read as done; put it inside a sentence")  # (doctor's words)
     code, out, _ = run_main(capfd, "doctor", "p", "--ai-cmd", agent.cmd)
     assert "prompt: a promise marker alone on a line (emit.md lines 3, 5; other.md line 1)" in out
     code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd)

@@ -239,10 +239,10 @@ def test_11_resume_takes_the_sessions_lock_before_it_reads_it(workspace, agent, 
     interrupt(proc)
     [path] = [str(logs / name) for name in os.listdir(logs) if name.endswith(".jsonl")]
     held_when_read = []
-    real = rooda.summarize_session
+    real = rooda.SessionReader.read
 
-    def reading(path_read, *args, **kwargs):  # is the session locked while resume reads it?
-        probe = os.open(path_read, os.O_RDONLY)
+    def reading(reader):  # is the session locked while resume reads it?
+        probe = os.open(reader.path, os.O_RDONLY)
         try:
             fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
             held_when_read.append(False)
@@ -250,8 +250,8 @@ def test_11_resume_takes_the_sessions_lock_before_it_reads_it(workspace, agent, 
             held_when_read.append(True)
         finally:
             os.close(probe)
-        return real(path_read, *args, **kwargs)
-    monkeypatch.setattr(rooda, "summarize_session", reading)
+        return real(reader)
+    monkeypatch.setattr(rooda.SessionReader, "read", reading)
     code, _, err = run_main(capfd, "resume", "--log-dir", logs)
     assert code == 0 and held_when_read == [True], (held_when_read, err)
 

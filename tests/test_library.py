@@ -188,7 +188,7 @@ def test_doctor_checks_git_when_git_gates_are_on(workspace, agent, capfd, monkey
         "observe": "f.md", "orient": "f.md", "decide": "f.md", "act": "f.md",
         "git": {"commit": True, "push": True}}}})
     code, lines = doctor(capfd, "ship", "--ai-cmd", agent.cmd, "--timeout", "60")
-    assert code == 2 and any(m.startswith("git: the procedure's git gates need a git repository")
+    assert code == 2 and any(m.startswith("config: procedures.ship: git.commit and git.push need a git repository")
                              for _, m in lines)
     empty = tmp_path / "gitconfig"
     empty.write_text("[user]\n\tuseConfigOnly = true\n")  # no identity, none guessed
@@ -196,9 +196,9 @@ def test_doctor_checks_git_when_git_gates_are_on(workspace, agent, capfd, monkey
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     subprocess.run(["git", "init", "-q"], cwd=str(workspace), check=True)
     code, lines = doctor(capfd, "ship", "--ai-cmd", agent.cmd, "--timeout", "60")
-    assert ("error", "git: no identity to commit with (fatal: no email was given and auto-detection is"
-            " disabled); set it with: git config user.name 'Your Name' and git config user.email"
-            " you@example.com") in lines
+    assert ("error", "git: git.commit is on, but git has no identity to commit with here (fatal: no email was"
+            " given and auto-detection is disabled); set it with: git config user.name 'Your Name' and git"
+            " config user.email you@example.com") in lines
     assert ("error", "git: git.push is on but the repository has no remote") in lines
 
 

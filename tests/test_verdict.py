@@ -163,5 +163,5 @@ def test_doctor_says_what_the_run_would_refuse(workspace, agent, tmp_path, monke
     fake(tmp_path, monkeypatch, "gemini")
     write_config(workspace, {"loop": {"verdict": "schema"}})
     done = run_rooda("doctor", "build", "--ai-cmd-alias", "gemini", cwd=str(workspace))
-    assert "error    verdict: schema needs an agent CLI with a schema flag (claude, codex), not gemini" \
+    assert "error    config: rooda-config.json:3:5: loop.verdict: schema needs an agent CLI with a schema flag" \
         in done.stdout.decode()
