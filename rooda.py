@@ -595,6 +595,7 @@ class Record:
 # again (git replaces a ref by renaming a new file over it, so a new inode says it changed).
 _FILE_CACHE: Dict[Tuple[str, str], Tuple[tuple, Any]] = {}
 _HEADS: Dict[str, Tuple[tuple, str | None]] = {}  # HEAD per git dir, by its files' signatures
+_PROGRAMS: Dict[Tuple[str, str], str | None] = {}  # a program's path, by its name and PATH (_spawn)
 _LAST_ECHOES: List[Any] = [None]    # the last prompt's echo lines (SignalScanner)
 _SUBREAPER: bool | None = None   # whether rooda became a child subreaper (Linux)
 _FATAL_SIGNAL: int | None = None  # a signal that ended the run: re-raised at exit
@@ -3315,9 +3316,11 @@ def _spawn(argv: List[str], use_stdin: bool, env: Env | None,
     child gets the default SIGPIPE and SIGXFSZ; a SIGHUP or SIGINT that rooda inherited
     as ignored (nohup, `&`) stays ignored (SPEC 7).
 
-    os.posix_spawnp (vfork and exec) costs about a third less than subprocess.Popen per
-    iteration (make bench, row 2); Popen does what it cannot: another directory, another
-    PATH, no posix_spawn (Windows)."""
+    os.posix_spawn (vfork and exec) costs about a third less than subprocess.Popen per
+    iteration (make bench, row 2), given the program's path: found once per PATH, not by
+    posix_spawnp's failed exec in each PATH directory before it, every iteration (that
+    cost revision 5 up to 450 us an iteration). Popen does what it cannot: another
+    directory, another PATH, no posix_spawn (Windows)."""
     import subprocess
     stdin_read, stdin_write = os.pipe() if use_stdin else (os.open(os.devnull, os.O_RDONLY), None)
     out_read, out_write = os.pipe()
@@ -3325,10 +3328,13 @@ def _spawn(argv: List[str], use_stdin: bool, env: Env | None,
     theirs = (stdin_read, out_write, err_write)
     here = cwd is None and (env or os.environ).get("PATH") == os.environ.get("PATH")
     try:
-        if here and hasattr(os, "posix_spawnp") and os.environ.get("ROODA_SPAWN") != "popen":
+        if here and hasattr(os, "posix_spawn") and os.environ.get("ROODA_SPAWN") != "popen":
+            key = (argv[0], os.environ.get("PATH", ""))
+            if key not in _PROGRAMS:
+                _PROGRAMS[key] = _which(argv[0])
             actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(theirs)]
-            pid = os.posix_spawnp(argv[0], argv, os.environ if env is None else env, setsid=True,
-                                  file_actions=actions, setsigdef=_RESET_SIGNALS)
+            pid = os.posix_spawn(_PROGRAMS[key] or argv[0], argv, os.environ if env is None else env,
+                                 setsid=True, file_actions=actions, setsigdef=_RESET_SIGNALS)
             child: Any = _Spawned(pid)
         else:
             child = subprocess.Popen(argv, stdin=stdin_read, stdout=out_write, stderr=err_write, cwd=cwd,
