@@ -120,8 +120,9 @@ COMMANDS = {
     "config": (0, 2, "config [<procedure>] [--json]", "run --json"),
     "doctor": (0, 1, "doctor [<procedure>]", "run"),
     "status": (0, 1, "status [SESSION] [--all] [--json] [--log-dir DIR]", "--all --json --log-dir --config"),
-    "report": (0, 10000, "report [SESSION...] [--all] [--since WHEN] [--json | --html FILE|-]"
-               " [--log-dir DIR]", "--all --json --since --html --log-dir --config"),
+    "report": (0, 10000, "report [SESSION...] [--all] [--since WHEN] [--json | --html FILE|- |"
+               " --markdown FILE|-] [--log-dir DIR]",
+               "--all --json --since --html --markdown --log-dir --config"),
     "resume": (0, 1, "resume [SESSION] [options]", "run"),
     "vendor": (1, 1, "vendor <dir> [--force]", "--force"),
 }
@@ -1617,6 +1618,7 @@ class AgentCLI(Record):
     schema_flag: str = ""
     schema_file: bool = False
     windows: bool = False              # it reports the subscription windows (SPEC 18)
+    provider_file: str = os.devnull    # its config, whose providers may name their key (`env_key`)
     # What reads the files it left after an iteration, given its run's id and environment:
     # ({window: reading}, (error kind, HTTP status) or ()) -- Codex's rollout file.
     rollout: Callable[[str, Environ], Tuple[Readings, tuple]] | None = None
@@ -1633,9 +1635,19 @@ class AgentCLI(Record):
     words: Tuple[Tuple[str, ...], ...] = ()
     auth_exit_codes: Tuple[int, ...] = ()  # exit codes that mean "cannot authenticate"
 
+    def logins(self, env: Environ) -> List[Tuple[str, str]]:
+        """Where it finds credentials, and who pays with each: its own, then the variables
+        the providers of its config file name (Codex's `env_key`, issue 43)."""
+        found: List[Tuple[str, str]] = []
+        with _suppress(OSError):
+            with open(home_path(self.provider_file, env), "rb") as stream:
+                found = [(key, "the API billing of the provider that names it (%s)" % self.provider_file)
+                         for key in re.findall(r'(?m)^\s*env_key\s*=\s*"(\w+)"', _decode(stream.read()))]
+        return found + list(self.credentials)
+
     def paid_by(self, env: Environ) -> Tuple[str, str] | None:
         """The first of its credentials found here, and who pays with it."""
-        for where, who in self.credentials:
+        for where, who in self.logins(env):
             if os.path.exists(home_path(where, env)) if where[:1] in "~$" else env.get(where):
                 return where, who
         return None
@@ -1711,6 +1723,7 @@ AGENT_CLIS = (
                 " --color never --json -",
         stream_format="codex", stream_flags=(("--json", None),),
         schema_flag="--output-schema", schema_file=True, windows=True, rollout=codex_rollout,
+        provider_file="$CODEX_HOME/config.toml",
         # Codex 0.171.0's `codex_error_info` (in its rollout file, not on stdout).
         kinds=_kinds(auth="unauthorized", limit="usage_limit_exceeded", outage="internal_server_error"
                      " server_overloaded", error="context_window_exceeded bad_request sandbox_error",
@@ -4841,7 +4854,8 @@ def account_words(trouble: ProviderTrouble, kind: str | None, cli: AgentCLI | No
                                                            else "add credit to the account the agent uses")
     hint = "check the agent's credentials (API key or login)"
     if cli:
-        hint = "%s needs %s" % (cli.name, cli.login)
+        hint = "%s needs %s" % (cli.name, " or ".join([key for key, _ in cli.logins(env)
+                                                      if key not in dict(cli.credentials)] + [cli.login]))
     return "the agent cannot authenticate: %s; %s" % (said, trouble.advice or hint)
 
 
@@ -4988,7 +5002,10 @@ def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Rea
                            "time limit of %s reached" % format_budget(plan.iteration_timeout or 0))
     if cause == CAUSE_AGENT:
         return "agent", attempt.explanation or "the agent signalled FAILURE (and said nothing else)"
-    kind = " (%s)" % attempt.error_kind if attempt.error_kind else ""  # (`outage (server_error)`: SPEC 13)
+    kind, cli = attempt.error_kind, plan.agent.cli if plan.agent else None
+    if kind and cli and cli.kinds.get(kind) == "" and report.error and report.error[1]:
+        kind = "HTTP %d" % report.error[1]  # (a kind its HTTP status decides reads as that status: issue 43)
+    kind = " (%s)" % kind if kind else ""  # (`outage (server_error)`: SPEC 13)
     if attempt.trouble:
         return (cause or "") + kind, _one_line(attempt.trouble.message, REASON_CHARS)
     # The CLI's last notice (codex's `error` event, a retry message) often says why a run
@@ -5551,6 +5568,17 @@ def _live_activity(files: SessionFiles, now: float) -> Fields:
     return found
 
 
+def resume_command(files: SessionFiles, cwd: str) -> str:
+    """`resume` as it works when copied (SPEC 19 rev 5): in the directory the session ran
+    in, with this rooda, and its log directory unless that is the default."""
+    import shlex
+    own = ""
+    if os.path.realpath(files.directory) != os.path.realpath(os.path.join(ROODA_DIR, "logs")):
+        own = " --log-dir " + shlex.quote(files.directory)
+    return "cd %s && python3 %s resume %s%s" % (shlex.quote(cwd), shlex.quote(_display_path(
+        os.path.join(ROODA_DIR, "rooda.py"), cwd)), files.base, own)
+
+
 # What `status --json` says of a session (the README lists them): SessionReader's summary.
 SUMMARY_FIELDS = (
     "session procedure state status exit_code reason pid started iteration max_iterations iterations"
@@ -5645,7 +5673,7 @@ class SessionReader:
             summary[outcome] += 1
         elif outcome in (SUCCESS, COMPLETED):
             summary["successes"] += 1
-        elif outcome in FAILING_OUTCOMES:
+        elif outcome in FAILING_OUTCOMES and event.get("cause") not in STOPPING_CAUSES:  # (no failure)
             summary["failures"] += 1
             summary["last_failure"] = _typed(event.get("reason"), str)
         counted = outcome not in (LIMITED, UNAVAILABLE, OUTCOME_INTERRUPTED)
@@ -5656,7 +5684,7 @@ class SessionReader:
         add_usage(self.usage, _mapping(event.get("usage")))
         summary["restored"] += bool(event.get("restored"))
         if isinstance(event.get("set_aside"), str):  # (the tree is the best state's again)
-            summary["set_aside"].append(event["set_aside"])
+            summary["set_aside"].append(clean(event["set_aside"]))
             summary["last_verify"] = summary["kept_verify"] or summary["baseline"]
         if isinstance(event.get("kept"), str):  # (the best state, and what verify said of it)
             summary["kept"], summary["kept_verify"] = event["kept"], summary["last_verify"]
@@ -5674,6 +5702,7 @@ class SessionReader:
         """(detail) An attempt as `report` tells it, with its commit: rooda's, or the agent's
         own (HEAD moved) when rooda made none."""
         usage, seconds = _mapping(event.get("usage")), _number(event.get("seconds")) or 0.0
+        seconds = max(min(seconds, at - (self.begun or at)), 0.0)  # (1e308 is no length: issue 43, 16)
         before, head = (clean(str(event.get(key)))[:12] for key in ("head_before", "head_after"))
         if number not in self.commits and event.get("head_before") and event.get("head_after") and \
                 before != head:
@@ -5685,6 +5714,7 @@ class SessionReader:
                               "reason": _one_line(event.get("reason"), 1000) or None,
                               "commit": self.commits.get(number), "cost_usd": _number(usage.get("cost_usd")),
                               "set_aside": _typed(event.get("set_aside"), str),
+                              "said": _one_line(event.get("said"), REASON_CHARS) or None,
                               "error_kind": _one_line(event.get("error_kind"), 60) or None})
 
     def on_gate(self, event: Fields, at: float) -> None:
@@ -7418,7 +7448,9 @@ class _Run:
         result, report, outcome = attempt.result, attempt.report, attempt.outcome
         assert result and report
         detail = progress.outcome(outcome)
-        if outcome in FAILING_OUTCOMES and attempt.cause not in STOPPING_CAUSES:  # (they stop)
+        if attempt.cause in STOPPING_CAUSES:  # (no failure: the account stops the run, SPEC 15)
+            detail = "%s: the run stops" % progress.outcome(attempt.cause)
+        elif outcome in FAILING_OUTCOMES:
             detail += ", consecutive: %d/%d" % (self.state.consecutive_failures, plan.failure_threshold)
         self.completed(attempt, detail)
         if attempt.reason is not None:
@@ -7461,9 +7493,10 @@ class _Run:
     def next_step(self, attempt: _Attempt) -> bool:
         """What the iteration means for the run: a stop, or on to the next one."""
         state, trouble = self.state, attempt.trouble
-        if trouble and trouble.kind in STOPPING_CAUSES:
+        if trouble and trouble.kind in STOPPING_CAUSES:  # (and how to go on once it is fixed)
+            again = "; then: " + resume_command(self.log.files, self.plan.cwd) if self.log else ""
             return self.stop(STOP_ACCOUNT, account_words(trouble, attempt.error_kind, self.agent.cli,
-                                                         self.agent_env))
+                                                         self.agent_env) + again)
         state.previous = attempt.told()
         if attempt.cause == CAUSE_AGENT and self.plan.on_failure_signal == "stop":
             return self.stop(STOP_HELP, "the agent signalled FAILURE: " + attempt.reason[1]
@@ -7528,6 +7561,7 @@ class _Run:
             error_kind=attempt.error_kind, restored=list(attempt.restored) or None,
             kept_versions=attempt.kept_versions, set_aside=attempt.set_aside, kept=attempt.kept,
             usage=dict(report.usage) if report.usage else None, verdict=attempt.verdict,
+            said=_one_line(report.last_text, REASON_CHARS) or None,  # (its last words, for the morning)
             # What the next prompt quotes, and whose it is: a `resume` tells the next attempt too.
             feedback=[attempt.source, clean(_decode(attempt.feedback[-FEEDBACK_TAIL_BYTES:]))]
             if outcome in FAILING_OUTCOMES else None)
@@ -7647,7 +7681,8 @@ STATUS_LOOK = dict(dict.fromkeys((STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR, RU
 # and the pattern its bar has on the page. The total, the glance and the legend count this way.
 TALLY = (("succeeded", (SUCCESS, COMPLETED), ""), ("failed", FAILING_OUTCOMES, "hatch"),
          ("set aside", (), "aside"), ("limited", (LIMITED,), ""), ("unavailable", (UNAVAILABLE,), ""),
-         ("interrupted", (OUTCOME_INTERRUPTED,), ""), ("of no known outcome", (), "hatch"))
+         ("interrupted", (OUTCOME_INTERRUPTED,), ""), ("stopped", (), ""),
+         ("of no known outcome", (), "hatch"))
 LONG_SESSION = 200  # attempts past which a session's table keeps what went wrong and sums the rest
 REASON_COLUMN = 47  # where the text table's last column starts (a long reason wraps under it)
 
@@ -7657,16 +7692,11 @@ def next_words(report: Fields, directory: str) -> str:
     copied -- in the directory it ran in, with this rooda and its log directory unless
     that is the default --; for one that aborted, got stuck or stopped in error, the log to
     read and why; nothing for one that completed or runs."""
-    import shlex
     files = SessionFiles.of(report["session"])
     if report["state"] in (RUN_RUNNING, RUN_STOPPED) or not files:
         return ""
     if report["resumable"]:
-        where, own = report["cwd"] or ".", ""
-        if os.path.realpath(directory) != os.path.realpath(os.path.join(ROODA_DIR, "logs")):
-            own = " --log-dir " + shlex.quote(directory)
-        return "cd %s && python3 %s resume %s%s" % (shlex.quote(where), shlex.quote(_display_path(
-            os.path.join(ROODA_DIR, "rooda.py"), where)), files.base, own)
+        return resume_command(SessionFiles(directory, files.base), report["cwd"] or ".")
     if report["status"] in (STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR):
         return "read %s%s" % (files.log, "; the last failure: " + report["last_failure"] if
                               report["last_failure"] else "")
@@ -7697,6 +7727,8 @@ def fate(attempt: Fields) -> tuple:
     """What became of an attempt: its row of TALLY."""
     if attempt["set_aside"]:
         return TALLY[2]
+    if attempt["cause"] in STOPPING_CAUSES:  # (the account stopped the run: no failure, SPEC 15)
+        return TALLY[-2]
     return next((row for row in TALLY if attempt["outcome"] in row[1]), TALLY[-1])
 
 
@@ -7729,16 +7761,22 @@ def glance(report: Fields) -> Fields:
     start and length, status (and why, unless it completed), attempts by outcome, cost,
     commits, restorations, failures by kind, the verifier before → after, what to run next."""
     started, status = report["at"], report["status"] if report["state"] == RUN_ENDED else report["state"]
-    cost, home = (report["usage"] or {}).get("cost_usd"), os.path.expanduser("~")
-    where = clean(report["cwd"] or "?")
+    home, where = os.path.expanduser("~"), clean(report["cwd"] or "?")
+    # (a stopped session's story: the agent's last words beside what to run next, SPEC 19 rev 6)
+    said = [a["said"] for a in report["attempts"] if a["said"]][-1:] if status != STATUS_COMPLETED else []
+    readings: Dict[str, List[str]] = {}
+    for _, window, used, _ in report["readings"]:
+        readings.setdefault(window, []).append("%d%%" % round(used * 100))
     return {"where": "~" + where[len(home):] if where.startswith(home + os.sep) else where,
             "procedure": clean(str(report["procedure"])), "status": status,
             "when": "%s (%s)" % (time.strftime("%b %d %H:%M", time.localtime(started)),
                                  format_duration(report["ended"] - started)),
-            "why": report["activity"] or "" if status == STATUS_COMPLETED else
-            _one_line(report["reason"] or report["activity"] or "", 300),
+            "why": _one_line(report["reason"] or report["activity"] or "", 300),
+            "said": _one_line(said[0], 300) if said else "",
             "attempts": tally(report["attempts"]) or "none",
-            "cost": format_cost(cost) if cost is not None else "-",
+            "cost": " · ".join(describe_usage(report["usage"] or {}, brief=True)) or "-",
+            "windows": ", ".join("%s %s" % (WINDOWS[name][0], " → ".join(dict.fromkeys([seen[0], seen[-1]])))
+                                 for name, seen in sorted(readings.items())),
             "commits": plural(len(report["commits"]), "commit"),  # (set aside: in the tally)
             "guarded": "%d restored" % report["restored"] if report["restored"] else "",
             "kinds": ", ".join("%s ×%d" % pair for pair in report["error_kinds"].items()),
@@ -7778,31 +7816,95 @@ def attempt_rows(report: Fields) -> List[List[str]]:
     return rows
 
 
-def report_text(reports: Sequence[Fields], columns: int = 100) -> str:
-    """The report for a person on a terminal or in a file: the total and a few lines per
-    session, then each session's table, its reasons wrapped under their own column."""
-    import textwrap
-    out = [report_total(reports), ""]
+def _md(text: str) -> str:
+    """Text from a log as a Markdown table's cell: markup escaped, `|` and line breaks kept
+    from breaking the row."""
+    from html import escape
+    return " ".join(escape(text, False).replace("|", "\\|").replace("`", "\\`").split())
+
+
+def report_markdown(reports: Sequence[Fields], now: float) -> str:
+    """The report in GitHub-flavoured Markdown (SPEC 19 rev 6), for a CI job's summary or a
+    pull request: the total, the glance, and each session's attempts as a table."""
+    first = min([r["at"] for r in reports] or [now])
+    out = ["## rooda: the night of %s" % time.strftime("%a %b %d, %H:%M", time.localtime(first)), "",
+           "**%s**" % _md(report_total(reports)), "",
+           "| status | where | procedure | started (length) | attempts | cost, commits | verify | next |",
+           "|---|---|---|---|---|---|---|---|"]
+    for report in reports:
+        row = {key: _md(value) for key, value in glance(report).items()}
+        out.append("| **%s** | %s | %s | %s | %s | %s, %s | %s | %s |" % (
+            row["status"], row["where"], row["procedure"], row["when"], row["attempts"], row["cost"],
+            row["commits"], row["verify"] or "-", "<br>".join(filter(None, (
+                "`%s`" % glance(report)["next"] if row["next"].startswith("cd ") else row["next"], row["why"],
+                "_%s_" % row["said"] if row["said"] else "")))))
     for report in reports:
         row = glance(report)
-        out.append("%-11s %s in %s · %s · %s · %s · %s%s" % (
-            row["status"].upper(), row["procedure"], row["where"], row["when"], row["attempts"], row["cost"],
-            row["commits"], " · " + row["guarded"] if row["guarded"] else ""))
-        out += ["            %s: %s" % (key, row[key]) for key in ("why", "kinds", "verify", "next")
-                if row[key]]
-    for report in reports:
-        out += ["", "%s · %s in %s" % (os.path.basename(report["session"]), clean(str(report["procedure"])),
-                                       report["cwd"]),
-                "    #     start    length  outcome       cost  reason, or commit"]
-        for cells in attempt_rows(report):
-            lines = textwrap.wrap(cells[5], max(columns - REASON_COLUMN, 20)) or [""]
-            out.append("%5s  %8s  %8s  %-11s %6s  %s" % tuple(cells[:5] + lines[:1]))
-            out += [" " * REASON_COLUMN + line for line in lines[1:]]  # (under its column, never at 0)
-        out += ["  set aside: %s (%s)" % (ref, "; ".join("%s: %s" % pair for pair in recovery(ref)))
+        head = (_md(os.path.basename(report["session"])), _md(row["procedure"]), _md(row["where"]))
+        out += ["", "### %s · %s in %s · %s" % (head + (row["status"].upper(),)), "",
+                "| # | start | length | outcome | cost | reason, or commit |", "|---:|---|---:|---|---:|---|"]
+        out += ["| %s |" % " | ".join(map(_md, cells)) for cells in attempt_rows(report)]
+        out += ["\nSet aside: `%s` (%s)" % (ref, "; ".join("%s: `%s`" % pair for pair in recovery(ref)))
                 for ref in report["set_aside"]]
+    return clean("\n".join(out) + "\n")
+
+
+def _fill(text: str, columns: int, first: str, indent: int | None = None, cut: bool = True) -> List[str]:
+    """A text after `first` wrapped to `columns`, its later lines under its own column (that
+    of the text, or `indent`), never column 0; a word longer than a line is cut (unless not
+    `cut`: a command's path stays whole)."""
+    import textwrap
+    indent = len(first) if indent is None else indent
+    lines = textwrap.wrap(text, max(columns, indent + 20), initial_indent=first,
+                          subsequent_indent=" " * indent, break_on_hyphens=False, break_long_words=cut)
+    return lines or [first]
+
+
+def report_text(reports: Sequence[Fields], columns: int = 100) -> str:
+    """The report for a person on a terminal or in a file (SPEC 19): the total and the glance
+    of each session, then each session's attempts, commits and set-asides -- every line
+    fitted to `columns`, a long one wrapped under its own column."""
+    out = _fill(report_total(reports), columns, "", 7) + [""]
+    for report in reports:
+        row = glance(report)
+        out += _fill(" · ".join(filter(None, ("%s in %s" % (row["procedure"], row["where"]), row["when"],
+                                              row["attempts"], row["cost"], row["commits"], row["guarded"]))),
+                     columns, "%-11s " % row["status"].upper())
+        for key, words in (("why", "why"), ("said", "last words"), ("kinds", "kinds"), ("verify", "verify"),
+                           ("windows", "windows")):
+            if row[key]:
+                out += _fill(row[key], columns, "            %s: " % words)
+        if row["next"]:  # (a command wrapped is continued with a backslash: it still works when copied)
+            command = row["next"].startswith("cd ")
+            lines = _fill(row["next"], columns - 2, "            next: ", cut=not command)
+            go_on = " \\" if command else ""
+            out += [line + go_on for line in lines[:-1]] + lines[-1:]
+    for report in reports:
+        row = glance(report)
+        why = ": " + row["why"] if row["why"] else ""
+        head = (os.path.basename(report["session"]), row["procedure"], row["where"], row["status"].upper(),
+                why)
+        out += [""] + _fill("%s · %s in %s · %s%s" % head, columns, "", 4)
+        narrow = columns < REASON_COLUMN + 20  # (no room beside the figures: the reason goes below them)
+        out.append("    #     start    length  outcome       cost  reason, or commit")
+        if narrow:
+            out[-1:] = ["    #     start    length  outcome       cost", "      reason, or commit"]
+        for cells in attempt_rows(report):
+            figures = "%5s  %8s  %8s  %-11s %6s  " % tuple(cells[:5])
+            if narrow and cells[5]:
+                out += [figures] + _fill(cells[5], columns, " " * 6)
+            else:
+                out += _fill(cells[5], columns, figures)
+        if report["commits"]:
+            out.append("  commits:")
+            out += [line for a in report["attempts"] if a["commit"]
+                    for line in _fill(commit_label(a), columns, "    ", 12)]
+        for ref in report["set_aside"]:
+            out += _fill("%s (%s)" % (ref, "; ".join("%s: %s" % pair for pair in recovery(ref))), columns,
+                         "  set aside: ", 4)
         if report["skipped_lines"]:
             out.append("  %s of the session file did not parse" % plural(report["skipped_lines"], "line"))
-    return "".join(line.rstrip() + "\n" for line in out)
+    return clean("".join(line.rstrip() + "\n" for line in out))
 
 
 # The page's style: the glance first, and on page 1 when printed; real tables that wrap a
@@ -7813,7 +7915,7 @@ padding:0 1em;color:#1f1f1f;background:#fff}h1{font-size:1.4em;margin:0}
 h2{font-size:1.1em;margin:1.6em 0 .4em}
 p.total{font-weight:600;margin:.3em 0 1em}table{border-collapse:collapse;width:100%;margin:.3em 0}
 td,th{text-align:left;vertical-align:top;padding:.25em .5em;border-bottom:1px solid #e3e3e3;
-overflow-wrap:break-word}th{font-weight:600;color:#444}.num{text-align:right;white-space:nowrap}
+overflow-wrap:anywhere}th{font-weight:600;color:#444}.num{text-align:right;white-space:nowrap}
 .badge{display:inline-block;padding:0 .45em;border-radius:3px;color:#fff;font-weight:600;font-size:.85em;
 white-space:nowrap}code{font-size:.9em;overflow-wrap:anywhere}.muted{color:#666}tr.bad td{background:#fff4ee}
 table.att{table-layout:fixed}svg{width:100%;height:auto;display:block}.legend span{margin-right:1.1em;
@@ -7821,6 +7923,7 @@ white-space:nowrap}.legend svg{display:inline;width:1.1em;height:.8em;vertical-a
 details{margin:.6em 0}
 summary{cursor:pointer;font-weight:600}.pr{display:none}.chart{overflow-x:auto}.chart svg{min-width:640px}
 @media (max-width:700px){.wide,.glance td.wide{display:none}.glance table,.glance tr,.glance td{display:block}
+.legend span{white-space:normal;display:inline-block}table.att col{width:auto!important}
 .glance tr:first-child{display:none}.glance tr{border-bottom:1px solid #ccc;padding:.3em 0}
 .glance td{border:0;padding:.05em .3em;text-align:left}table.att{table-layout:auto}}
 @media print{body{max-width:none;margin:0;font-size:10.5px}.glance td:last-child{width:36%}.pr{display:block}
@@ -7932,7 +8035,8 @@ def _glance_html(reports: Sequence[Fields], first: float) -> List[str]:
                                       for key in ("guarded", "kinds") if row[key]),
             ("num", "%s<br>%s" % (row["cost"], row["commits"])), ("wide", row["verify"] or "-"),
             "<br>".join(filter(None, ("<code>%s</code>" % row["next"] if row["next"] else "",
-                                      "<span class=muted>%s</span>" % row["why"] if row["why"] else ""))))))
+                                      "<span class=muted>%s</span>" % row["why"] if row["why"] else "",
+                                      "<q>%s</q>" % row["said"] if row["said"] else ""))))))
     return out + ["</table></section>"]
 
 
@@ -8006,10 +8110,12 @@ def _windows_html(reports: Sequence[Fields], axis: TimeAxis) -> List[str]:
             lines.append(axis.line(points, color))
         if mine and kept.get(name):
             lines.append(axis.line([(axis.first, 1 - kept[name]), (axis.last, 1 - kept[name])], color, True))
+    dashed = "<span>dashed: the reserve kept, in its window's colour</span>" if kept else ""
     return ["<h2>Subscription windows</h2>", axis.chart("Windows' utilisation over the night", 160, lines),
-            "<p class=legend>%s<span>dashed: the reserve kept, in its window's colour</span></p>" % "".join(
+            "<p class=legend>%s%s</p>" % ("".join(
                 "<span>%s %s</span>" % (_swatch(color), WINDOWS[name][0])
-                for name, color in colors.items() if any(reading[1] == name for reading in readings))]
+                for name, color in colors.items() if any(reading[1] == name for reading in readings)),
+                dashed)]
 
 
 def _sessions_html(reports: Sequence[Fields]) -> List[str]:
@@ -8045,10 +8151,10 @@ def report_html(reports: Sequence[Fields], now: float) -> str:
         _windows_html(reports, axis) + _sessions_html(reports)
     names = ", ".join(sorted({os.path.basename(r["cwd"] or "?") for r in reports}))
     title = "rooda report: %s, %s" % (names[:80], time.strftime("%b %d", time.localtime(first)))
-    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
-            'content="width=device-width, initial-scale=1"><title>%s</title><style>%s</style></head>'
-            '<body>\n%s\n<p class=muted>rooda %s, %s</p></body></html>\n' % (
-                escape(title), REPORT_STYLE, "\n".join(out), __version__, local_time(now)))
+    return clean('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+                 'content="width=device-width, initial-scale=1"><title>%s</title><style>%s</style></head>'
+                 '<body>\n%s\n<p class=muted>rooda %s, %s</p></body></html>\n' % (
+                     escape(title), REPORT_STYLE, "\n".join(out), __version__, local_time(now)))
 
 
 # ==== 18. Command line and commands ===================================
@@ -8176,6 +8282,8 @@ def build_parser() -> Any:
     other.add_argument("--since", metavar="WHEN", type=_parse_since,
                        help="report: the sessions started since 12h, 2d, 90m or 2026-11-27T20:00")
     other.add_argument("--html", metavar="FILE", help="report: one page with charts, to FILE (- for stdout)")
+    other.add_argument("--markdown", metavar="FILE", help="report: GitHub-flavoured Markdown, to FILE (- for"
+                       " stdout), for a CI job's summary")
     other.add_argument("--force", action="store_true",
                        help="vendor: replace edited files (each kept as <file>.orig)")
     other.add_argument("-h", "--help", action="store_true", help="show this help")
@@ -8522,10 +8630,10 @@ def _check_cli(pre: Preflight) -> Lines:
              and not (plan.verify and "`verify`" in message)]  # (that advice is taken)
     paid = cli.paid_by(env)
     if paid:
-        lines.append((OK, "credentials", "%s: %s pays" % paid))
+        lines.append((OK, "credentials", "%s found; who pays: %s" % paid))
     elif cli.credentials:
         lines.append((WARNING, "credentials", "none of %s found; %s needs %s%s" % (
-            ", ".join(where for where, _ in cli.credentials), cli.name, cli.login,
+            ", ".join(where for where, _ in cli.logins(env)), cli.name, cli.login,
             " (on macOS a login kept in the keychain is not seen here)" if sys.platform == "darwin" else "")))
     return lines
 
@@ -8995,6 +9103,7 @@ def _status_text(summary: Fields, cwd: str, now: float) -> str:
         states[state] += "; the limit %s at %s (%s)" % ("resets" if resets > now else "reset", clock_words(
             resets, now), "in " + format_duration(resets - now) if resets > now else "already past")
     rows = [("session", _display_path(summary["session"], cwd)), ("procedure", summary["procedure"] or "?"),
+            ("ran in", summary["cwd"]),  # (a shared log directory: which repository's it is, SPEC 19 rev 5)
             ("state", states[state]), ("now", summary["activity"]),
             ("iteration", figures and " · ".join(figures) + " so far"), ("reason", summary["reason"]),
             ("last failure", summary["last_failure"] != summary["reason"] and summary["last_failure"]),
@@ -9071,9 +9180,9 @@ def command_status(options: Any) -> int:
             sys.stderr.write("rooda: cannot read %s: %s\n" % (_display_path(path, os.getcwd()), exc.strerror))
     if options.json:
         write_stdout("".join(as_json(summary) + "\n" for summary in summaries))
-    elif summaries:
-        write_stdout("".join(_status_row(summary) + "\n" for summary in summaries) if options.all else
-                     _status_text(summaries[0], os.getcwd(), now))
+    elif summaries:  # (cleaned whole: no field of a log reaches a terminal raw, issue 43)
+        write_stdout(clean("".join(_status_row(summary) + "\n" for summary in summaries) if options.all else
+                           _status_text(summaries[0], os.getcwd(), now)))
     return 0 if summaries else 1
 
 
@@ -9081,8 +9190,9 @@ def command_report(options: Any) -> int:
     """`report [SESSION...] [--all] [--since WHEN] [--json | --html FILE|-]`: what the
     sessions did (SPEC 19): the newest session here by default; one line and exit 1 when
     the selection holds none."""
-    if options.json and options.html:
-        raise UsageError("--json and --html exclude each other; choose one")
+    chosen = [option for option in ("json", "html", "markdown") if getattr(options, option)]
+    if len(chosen) > 1:
+        raise UsageError("--%s and --%s exclude each other; choose one" % tuple(chosen[:2]))
     named, sessions = options.words, []
     try:
         for name in named:  # (each as `status` finds it: a path needs no log directory here)
@@ -9103,22 +9213,22 @@ def command_report(options: Any) -> int:
         return 1
     now = time.time()
     reports = [session_report(path, now) for path in reversed(sessions)]  # (oldest first)
-    if options.html and options.html != "-":
+    target = options.html or options.markdown
+    page = target and (report_html if options.html else report_markdown)(reports, now)
+    if target and target != "-":
         try:
-            with open(options.html, "w", encoding="utf-8") as stream:
-                stream.write(report_html(reports, now))
+            with open(target, "w", encoding="utf-8") as stream:
+                stream.write(page)
         except OSError as exc:
-            raise RoodaError("cannot write %s: %s" % (options.html, exc.strerror)) from None
-        sys.stderr.write("rooda: the report of %s is in %s\n" % (
-            plural(len(reports), "session"), options.html))
-    elif options.html:
-        write_stdout(report_html(reports, now))
+            raise RoodaError("cannot write %s: %s" % (target, exc.strerror)) from None
+        sys.stderr.write("rooda: the report of %s is in %s\n" % (plural(len(reports), "session"), target))
+    elif target:
+        write_stdout(page)
     elif options.json:
         write_stdout("".join(as_json(report) + "\n" for report in reports))
-    else:
+    else:  # (fitted to COLUMNS or the terminal; off one, in a file or a pipe, a line is whole)
         import shutil
-        write_stdout(report_text(reports, shutil.get_terminal_size((100, 24)).columns if
-                                 sys.stdout.isatty() else 100))
+        write_stdout(report_text(reports, shutil.get_terminal_size((0, 0)).columns or 1 << 20))
     return 0
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import rooda
 from conftest import (ends, fake_cli, interrupt, procedure, progress_lines, replay, run_build, run_main,
-                      session_events, start_rooda, write_config)
+                      run_rooda, session_events, start_rooda, write_config)
 
 
 # --- outages: waited out, not failures ---------------------------------------------------
@@ -118,13 +118,21 @@ def test_the_billing_stop_says_who_pays_and_counts_no_failure_streak(workspace, 
     fake_cli(tmp_path, monkeypatch, "claude")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     agent.script(replay("claude-error-credit-400.jsonl", 1))
-    code, _, err, _ = run_build(capfd, agent, "-n", "5", "--ai-cmd", "claude -p --output-format stream-json")
+    logs = tmp_path / "logs"
+    code, _, err = run_main(capfd, "build", "-n", "5", "--ai-cmd", "claude -p --output-format stream-json",
+                            "--log-dir", logs)
+    sessions = [str(path) for path in logs.glob("session-*.jsonl") if not path.name.endswith("-agent.jsonl")]
     assert code == 2
-    assert "Iteration 1/5 completed in D (failure)" in progress_lines(err)
-    assert progress_lines(err)[-1] == (
+    # (no failure, in every word: issue 43, 10)
+    assert "Iteration 1/5 completed in D (billing: the run stops)" in progress_lines(err)
+    assert progress_lines(err)[-1].startswith(
         "ERROR: the agent's account cannot pay: Credit balance is too low; who pays: API billing (the Anthropic"
         " Console account), not the Claude subscription (ANTHROPIC_API_KEY found here); add credit there, or"
-        " use another login")
+        " use another login; then: cd ")
+    assert progress_lines(err)[-1].endswith(" resume %s --log-dir %s" % (
+        os.path.basename(sessions[0])[:-6], os.path.dirname(sessions[0])))
+    [report] = [json.loads(line) for line in run_rooda("report", "--json", sessions[0]).stdout.splitlines()]
+    assert report["failures"] == 0 and rooda.tally(report["attempts"]) == "1 stopped"
 
 
 def test_a_usage_limit_that_names_its_reset_is_a_limit_not_billing(workspace, agent, capfd, waits):

@@ -148,3 +148,12 @@ def test_every_setting_a_plan_is_read_by_is_a_field_or_a_row_of_settings():
     reads = unknown_plan_reads(source)
     assert reads == []
     assert len(re.findall(r"\bplan\.\w+", source)) > 100  # the reads were found at all
+
+
+def test_every_option_help_shows_is_in_the_readmes_commands_and_options():
+    # (`--keep` was missing: issue 43, 12)
+    listed = section("## Commands and options", "## How an iteration ends")
+    shown = [option for action in rooda.build_parser()._actions for option in action.option_strings
+             if option.startswith("--") and action.help != "==SUPPRESS=="]
+    assert [option for option in shown if option not in listed and
+            not any(option in phases for phases in re.findall(r"--observe/[-/a-z]+", listed))] == []

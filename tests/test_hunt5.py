@@ -345,4 +345,5 @@ def test_20_codex_credentials_are_looked_for_in_codex_home(workspace, agent, tmp
         monkeypatch.delenv(name, raising=False)
     env = dict(agent.env, CODEX_HOME=str(home), HOME=str(tmp_path / "empty-home"))
     done = run_rooda("doctor", "build", "--ai-cmd-alias", "codex", cwd=str(workspace), env=env)
-    assert "ok       credentials: $CODEX_HOME/auth.json: the ChatGPT plan" in done.stdout.decode(), done.stdout
+    assert "ok       credentials: $CODEX_HOME/auth.json found; who pays: the ChatGPT plan" in done.stdout.decode(), \
+        done.stdout

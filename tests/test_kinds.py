@@ -44,7 +44,8 @@ def test_claude_oauth_org_not_allowed_is_an_auth_stop_and_resume_goes_on(claude,
     assert "/login" not in err.split("cannot authenticate")[1]
     assert events[-1]["resumable"] is True
     _, said, _ = status(tmp_path / "logs")
-    assert "auth (oauth_org_not_allowed): Your organization" in said
+    assert "reason      the agent cannot authenticate: Your organization" in said
+    assert "0 failed" in said and "last failure" not in said  # (the account's stop is no failure: issue 43)
     code, _, err = run_main(capfd, "resume", "--log-dir", tmp_path / "logs")
     assert code == 0 and claude.calls == 2, err
     assert ends(session_events(tmp_path / "logs"))[-1]["outcome"] == "completed"
@@ -180,6 +181,21 @@ def test_codex_unauthorized_stops_with_exit_2(codex, capfd, tmp_path):
     code, err, events = run_codex(capfd, tmp_path)
     assert code == 2 and codex.calls == 1, err
     assert (ends(events)[0]["cause"], ends(events)[0]["error_kind"]) == ("auth", "http_connection_failed")
+    # (a kind its HTTP status decides reads as that status, not as a network error: issue 43, 11)
+    assert ends(events)[0]["reason"].startswith("auth (HTTP 401): ")
+
+
+def test_codex_advice_and_doctor_know_a_custom_providers_key(codex, capfd, tmp_path, monkeypatch):
+    codex.home.mkdir(exist_ok=True)
+    (codex.home / "config.toml").write_text('model_provider = "corp"\n[model_providers.corp]\n'
+                                            'base_url = "http://127.0.0.1:9/v1"\nenv_key = "CORP_LLM_KEY"\n')
+    codex.script(rollout(codex, "unauthorized-401"))
+    code, err, _ = run_codex(capfd, tmp_path)
+    assert code == 2 and "; codex needs CORP_LLM_KEY or OPENAI_API_KEY, or `codex login`" in err, err
+    monkeypatch.setenv("CORP_LLM_KEY", "corp-secret")
+    code, out, _ = run_main(capfd, "doctor", "build", "--ai-cmd-alias", "codex")
+    assert "ok       credentials: CORP_LLM_KEY found; who pays: the API billing of the provider that names it" \
+        in out, out
 
 
 def test_codex_model_not_found_cannot_go_on(codex, capfd, tmp_path):

@@ -9,6 +9,7 @@ tests/nights.py (hours of night, 1,000 iterations, 20 loops)."""
 import html.parser
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -116,23 +117,52 @@ def test_the_json_report_has_every_attempt_as_the_jsonl_tells_it(logs, workspace
     assert third["cwd"].endswith("other")
 
 
-def test_the_text_tells_the_night_at_a_glance_then_each_session(logs, workspace):
+def test_the_text_tells_the_night_at_a_glance_then_each_session(logs, workspace, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
     text = report(logs, "--all", cwd=workspace).stdout.decode()
     assert "\033[" not in text  # (no colour off a terminal)
     lines = text.splitlines()
     spent = sum((e.get("usage") or {}).get("cost_usd") or 0 for events in sessions_of(logs) for e in events
                 if e["event"] == "iteration_end")
     assert lines[0].startswith("Total: 3 sessions · 7 attempts (3 succeeded, 2 failed, 1 limited, 1 interrupted)")
-    assert lines[0].endswith("· $%.2f · 2 commits" % spent), lines[0]
-    assert lines[2].startswith("COMPLETED   build in %s · " % workspace)
+    assert " ".join(lines[:2]).replace("  ", " ").endswith("· $%.2f · 2 commits" % spent), lines[:2]
+    glance_row = next(index for index, line in enumerate(lines)
+                      if line.startswith("COMPLETED   build in %s · " % workspace))
     assert "verify: passing before → passing after" in text
     assert any(line.startswith("INTERRUPTED ") for line in lines)
-    assert "            next: cd %s && python3 " % workspace in text
+    assert "            next: cd %s " % workspace in text
     # the table: a reason wraps under its own column, never to column 0
     row = next(index for index, line in enumerate(lines) if line.lstrip().startswith("3 ") and "agent:" in line)
     column = lines[row].index("agent:")
     assert lines[row + 1].startswith(" " * column) and lines[row + 1][column] != " "
     assert any(line.lstrip().startswith("1 ") and "build 1: Add a" in line for line in lines)
+    # (SPEC 19 rev 4 and 6, issue 43, 18: every line fitted; the windows' first and last readings;
+    # tokens beside cost; each session's status word and reason; its commits after its attempts)
+    assert max(map(len, lines)) <= 100
+    assert "            windows: 5h 20% → 50%, 7d 40% → 45%" in lines
+    assert "tokens · $" in lines[glance_row] + lines[glance_row + 1]
+    assert "            why: success signal" in lines
+    assert "· COMPLETED: success signal #" in " ".join(text.split())  # (its table's header follows)
+    commits = lines.index("  commits:")
+    assert lines[commits + 1].strip().endswith("build 1: Add a") and lines[commits + 2].strip().endswith(
+        "build 4: Add b")
+    monkeypatch.setenv("COLUMNS", "60")
+    narrow = report(logs, "--all", cwd=workspace).stdout.decode().splitlines()
+    assert [line for line in narrow if len(line) > 60 and len(line.split()) > 2] == []  # (a path stays whole)
+    assert commands(narrow) == commands(lines) and len(commands(lines)) == 1
+
+
+def commands(lines):
+    """The `next:` commands of a text report, each whole again (a command wrapped goes on
+    after a backslash)."""
+    found = []
+    for index, line in enumerate(lines):
+        if line.strip().startswith("next: cd "):
+            found.append(line.split("next: ", 1)[1])
+            while found[-1].endswith(" \\"):
+                index += 1
+                found[-1] = found[-1][:-1] + lines[index].strip()
+    return [" ".join(command.split()) for command in found]
 
 
 def test_the_next_command_works_when_copied(logs, workspace, agent, tmp_path):
@@ -260,7 +290,7 @@ def test_a_long_session_is_summarised_per_run_and_reported_in_time(tmp_path):
     done = run_rooda("report", "--log-dir", tmp_path / "logs", cwd=str(tmp_path))
     text = done.stdout.decode()
     assert done.returncode == 0 and "success ×" not in text  # (failures every four: no run is long)
-    rows = [line for line in text.splitlines() if line[:5].strip().isdigit() or "–" in line[:12]]
+    rows = [line for line in text.splitlines() if re.match(r" *\d+(–\d+)?  \d\d:\d\d:\d\d ", line)]
     assert len(rows) == 1000 and time.monotonic() - started < 30
     page = run_rooda("report", "--log-dir", tmp_path / "logs", "--html", "-", cwd=str(tmp_path)).stdout
     assert len(page) < 2e6
@@ -346,6 +376,43 @@ def test_a_real_browser_draws_the_outcomes_in_their_colours(tmp_path):
         assert any(all(abs(a - b) <= 8 for a, b in zip(pixel, want)) for pixel in colors), outcome
 
 
+# A page that lays the report out in a frame 420 px wide (a phone; headless Chromium lays a
+# window out at 500 px at least) and says in the DOM how wide it is and what passes its edge.
+PHONE = """<!DOCTYPE html><html><body style="margin:0"><iframe id=f src="night.html"
+style="width:420px;height:900px;border:0"></iframe><script>
+document.getElementById("f").onload = function () {
+  var page = this.contentDocument, wide = [page.documentElement.scrollWidth];
+  page.querySelectorAll("body *").forEach(function (e) {
+    if (e.getBoundingClientRect().right > 420.5 && !e.closest(".chart")) wide.push(e.tagName);
+  });
+  document.body.setAttribute("data-wide", wide.join(" "));
+};</script></body></html>"""
+
+
+@pytest.mark.skipif(chromium() is None, reason="no chromium here (apt-get install chromium; .ci/run does)")
+def test_on_a_phone_nothing_but_the_timeline_scrolls_sideways(tmp_path):
+    # (at a true 420 px the page was 469 wide: a long ref in the attempts table, the legends)
+    logs = tmp_path / "logs"
+    picture_night(str(logs))
+    [first] = sorted(logs.glob("session-*.jsonl"))[:1]
+    ref = "refs/rooda/attempts/session-20261127-220000-with-a-rather-long-name/4"
+    with open(first, "a") as stream:
+        stream.write(json.dumps({"event": "iteration_end", "time": "2026-11-28T01:30:00.000Z", "iteration": 7,
+                                 "outcome": "failure", "cause": "worse", "seconds": 60, "set_aside": ref,
+                                 "reason": "worse: verify passing (18 run) → failing; set aside as " + ref}) + "\n")
+    run_rooda("report", "--all", "--log-dir", logs, "--html", tmp_path / "night.html", cwd=str(tmp_path))
+    (tmp_path / "phone.html").write_text(PHONE)
+    dom = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                          "--no-first-run", "--allow-file-access-from-files", "--virtual-time-budget=5000",
+                          "--user-data-dir=%s" % (tmp_path / "profile"), "--dump-dom",
+                          "file://%s" % (tmp_path / "phone.html")], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, timeout=120).stdout.decode()
+    [wide] = re.findall(r'data-wide="([^"]*)"', dom)
+    width, *past = wide.split()
+    assert int(width) <= 420 and past == [], wide  # (the page's width, and what passes the frame's edge)
+
+
 def test_the_agents_own_commits_are_counted_as_commits(workspace, tmp_path):
     # Agents that commit themselves (git: commit off) made "0 commits" of a night of work.
     logs = tmp_path / "logs"
@@ -381,3 +448,65 @@ def test_odd_lines_of_a_session_file_are_no_traceback(tmp_path):
         done = report(logs, *args, cwd=tmp_path)
         assert done.returncode == 0 and done.stdout, done.stderr
     assert "2 of no known outcome" in report(logs, cwd=tmp_path).stdout.decode()
+
+
+def test_no_field_of_a_log_reaches_a_terminal_raw_and_no_length_is_a_traceback(tmp_path):
+    # (issue 43, 15 and 16: an agent that appends to its own session file sent OSC escapes
+    # to the person's terminal through `report` and `status --all`; `seconds: 1e308` was an
+    # OverflowError in `report` and its page)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    at = "2026-11-28T01:00:%02d.000Z"
+    osc = "\x1b]52;c;aGVsbG8=\x07"
+    events = [{"event": "session_start", "time": at % 0, "procedure": "build" + osc, "pid": 0,
+               "cwd": str(tmp_path) + osc},
+              {"event": "iteration_end", "time": at % 2, "iteration": 1, "outcome": "failure", "reason": "x" + osc,
+               "seconds": 1e308, "set_aside": "refs/rooda/x" + osc},
+              {"event": "session_end", "time": at % 9, "status": "error\x1b[2J", "reason": "r" + osc, "exit_code": 2}]
+    (logs / "session-20261128-010000.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    for args in ((), ("--html", "-"), ("--markdown", "-")):
+        done = report(logs, *args, cwd=tmp_path)
+        assert done.returncode == 0 and b"\x1b" not in done.stdout, (args, done.stdout[-500:], done.stderr)
+    said = run_rooda("status", "--all", "--log-dir", logs, cwd=str(tmp_path)).stdout
+    assert b"error" in said and b"\x1b" not in said
+    assert b"\x1b" not in run_rooda("status", "--log-dir", logs, cwd=str(tmp_path)).stdout
+
+
+def test_the_markdown_report_is_the_glance_and_each_sessions_table_for_a_ci_summary(tmp_path):
+    picture_night(str(tmp_path / "logs"))
+    done = run_rooda("report", "--all", "--log-dir", tmp_path / "logs", "--markdown", "-", cwd=str(tmp_path))
+    text = done.stdout.decode()
+    assert done.returncode == 0 and text.startswith("## rooda: the night of "), done.stderr
+    rows = [line for line in text.splitlines() if line.startswith("| **")]
+    assert [row.split("|")[1].strip() for row in rows] == ["**completed**", "**aborted**", "**limited**",
+                                                              "**interrupted**"]
+    assert all(row.count(" | ") == 7 for row in rows)  # (a `|` in a log's text does not break a row)
+    assert "`cd /home/me/src/docs && python3 " in rows[2]  # (what to run next, as code)
+    assert text.count("| # | start | length | outcome | cost | reason, or commit |") == 4
+    written = tmp_path / "summary.md"
+    assert run_rooda("report", "--all", "--log-dir", tmp_path / "logs", "--markdown", written,
+                     cwd=str(tmp_path)).returncode == 0 and written.read_text() == text
+
+
+def test_the_legends_name_only_what_is_drawn_and_an_interrupted_bar_is_not_done(tmp_path):
+    # (issue 43, 21: an interrupted bar's tooltip said `done`; the windows' legend named a
+    # dashed reserve line when no reserve was set)
+    logs = tmp_path / "logs"
+    picture_night(str(logs))
+    page = run_rooda("report", "--all", "--log-dir", logs, "--html", "-", cwd=str(tmp_path)).stdout.decode()
+    [interrupted] = [title for title in re.findall(r"<title>([^<]*)</title>", page) if "interrupted" in title]
+    assert "done" not in interrupted and interrupted.startswith("#2 interrupted, ")
+    assert "dashed: the reserve kept" in page
+    for path in logs.glob("session-*.jsonl"):  # the same night without a reserve
+        path.write_text("".join(line for line in path.read_text().splitlines(True) if '"reserve"' not in line))
+    page = run_rooda("report", "--all", "--log-dir", logs, "--html", "-", cwd=str(tmp_path)).stdout.decode()
+    assert "Subscription windows" in page and "dashed" not in page
+
+
+def test_status_says_which_directory_the_session_ran_in(tmp_path):
+    # (issue 43, 17: in a repository where no loop ran, `status` showed another's session and
+    # never said so)
+    logs = tmp_path / "logs"
+    picture_night(str(logs))
+    said = run_rooda("status", "--log-dir", logs, cwd=str(tmp_path)).stdout.decode()
+    assert "\nran in      /home/me/src/shop\n" in said, said
