@@ -139,6 +139,7 @@ FAILING_OUTCOMES = (FAILURE, TIMEOUT, REJECTED)
 CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE = "auth", "billing", "limit", "outage"
 CAUSE_PROTECTED, CAUSE_TIMEOUT, CAUSE_AGENT, CAUSE_ERROR = "protected", "timeout", "agent", "error"
 CAUSE_WORSE, CAUSE_VERIFY, CAUSE_GIT, CAUSE_EXIT = "worse", "verify", "git", "exit"
+CAUSE_ACCEPT = "accept"  # (SPEC 22 rev 6: a check whose output the agent never sees, right after verify)
 # A typed error kind no retry fixes (a model that does not exist, a CLI too old): the run
 # stops at once, exit 2, saying what to do (SPEC 13 rev 5).
 CAUSE_FATAL = "fatal"
@@ -150,7 +151,7 @@ PROVIDER_CAUSES = (CAUSE_AUTH, CAUSE_BILLING, CAUSE_LIMIT, CAUSE_OUTAGE)
 # length in seconds.
 WINDOWS = {"five_hour": ("5h", 5 * 3600), "seven_day": ("7d", 7 * 86400),
            "seven_day_overage_included": ("7d+", 7 * 86400)}
-GATE_VERIFY, GATE_DONE_WHEN, GATE_GIT = "verify", "done_when", "git"  # the gates' names in the logs
+GATE_VERIFY, GATE_DONE_WHEN, GATE_GIT, GATE_ACCEPT = "verify", "done_when", "git", "accept"  # in the logs
 # How a run ended (the .jsonl's session_end.status); STOPS gives each its exit code.
 STATUS_COMPLETED, STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR = "completed", "aborted", "stuck", "error"
 STATUS_INTERRUPTED, STATUS_LIMITED, STATUS_UNAVAILABLE = "interrupted", "limited", "unavailable"
@@ -1634,6 +1635,9 @@ class AgentCLI(Record):
     # a limit's kind is the regex's first group -- or (cause, regex, the limit's kind).
     words: Tuple[Tuple[str, ...], ...] = ()
     auth_exit_codes: Tuple[int, ...] = ()  # exit codes that mean "cannot authenticate"
+    # Its project settings the next iteration's CLI reads (`protect`'s :agent, SPEC 22 rev 6):
+    # a file, or a directory whole (a trailing /).
+    settings: Tuple[str, ...] = ()
 
     def logins(self, env: Environ) -> List[Tuple[str, str]]:
         """Where it finds credentials, and who pays with each: its own, then the variables
@@ -1681,6 +1685,7 @@ AGENT_CLIS = (
                      ("CLAUDE_CODE_OAUTH_TOKEN", "the Claude subscription of `claude setup-token`"),
                      ("~/.claude/.credentials.json", "the account `claude` /login signed in")),
         budget_flag="--max-budget-usd", schema_flag="--json-schema", windows=True,
+        settings=(".claude/settings.json", ".claude/settings.local.json", ".claude/hooks/"),
         # Claude Code 2.1.332's `error`, its finer `api_error`, the API's `api_error_type`.
         kinds=_kinds(auth="authentication_failed oauth_org_not_allowed account_on_hold verification_required"
                           " cloud_credential_error", billing="billing_error model_requires_usage_credits",
@@ -1723,7 +1728,7 @@ AGENT_CLIS = (
                 " --color never --json -",
         stream_format="codex", stream_flags=(("--json", None),),
         schema_flag="--output-schema", schema_file=True, windows=True, rollout=codex_rollout,
-        provider_file="$CODEX_HOME/config.toml",
+        provider_file="$CODEX_HOME/config.toml", settings=(".codex/",),
         # Codex 0.171.0's `codex_error_info` (in its rollout file, not on stdout).
         kinds=_kinds(auth="unauthorized", limit="usage_limit_exceeded", outage="internal_server_error"
                      " server_overloaded", error="context_window_exceeded bad_request sandbox_error",
@@ -1747,6 +1752,7 @@ AGENT_CLIS = (
     AgentCLI(
         "gemini", command="gemini --yolo --skip-trust -o stream-json",
         stream_format="gemini", stream_flags=(("-o", "stream-json"), ("--output-format", "stream-json")),
+        settings=(".gemini/settings.json",),
         login="GEMINI_API_KEY (or GOOGLE_API_KEY / Vertex AI settings), or run `gemini` once to log in",
         credentials=(("GEMINI_API_KEY", "the API key's Google project"),
                      ("GOOGLE_API_KEY", "the API key's Google project"),
@@ -1794,14 +1800,14 @@ AGENT_CLIS = (
         pitfalls=(("error", lambda argv, env, repo: not env.get("AMP_API_KEY"),
                    "amp without AMP_API_KEY waits forever for a login; set AMP_API_KEY"),)),
     AgentCLI(
-        "opencode", command="opencode run --auto --format json",
+        "opencode", command="opencode run --auto --format json", settings=("opencode.json",),
         stream_format="opencode", stream_flags=(("--format", "json"),),
         login="the provider's key, from `opencode auth login`",
         credentials=(("~/.local/share/opencode/auth.json", "the providers of `opencode auth login`"),),
         pitfalls=(("warning", lambda argv, env, repo: "--auto" not in argv,
                    "opencode without --auto rejects permission requests silently"),)),
     AgentCLI(
-        "qwen", command="qwen --yolo -o stream-json",
+        "qwen", command="qwen --yolo -o stream-json", settings=(".qwen/settings.json",),
         stream_format="claude", stream_flags=(("-o", "stream-json"), ("--output-format", "stream-json")),
         login="OPENAI_API_KEY (with OPENAI_BASE_URL), or `qwen` then /auth",
         credentials=(("OPENAI_API_KEY", "the OpenAI-compatible provider's API billing"),
@@ -1832,6 +1838,8 @@ assert all(cli.stream_format in AGENT_FORMATS for cli in AGENT_CLIS), "a row nam
 # The presets by name, and their other names.
 PRESETS = {cli.name: cli for cli in AGENT_CLIS}
 PRESET_ALIASES = {alias: cli.name for cli in AGENT_CLIS for alias in cli.aliases}
+# What `protect`'s :agent covers: every CLI's project settings (a fallback agent's too).
+AGENT_SETTINGS = tuple(path for cli in AGENT_CLIS for path in cli.settings)
 
 
 def infer_format(argv: Sequence[str]) -> str | None:
@@ -2020,9 +2028,9 @@ def _v_fraction(value: object) -> str | None:
 
 
 def _v_patterns(value: object) -> str | None:
-    """Paths and globs in the run directory (`protect`), or `:rooda`."""
+    """Paths and globs in the run directory (`protect`), or `:rooda`, `:agent`."""
     if not isinstance(value, list) or not all(isinstance(p, str) and p.strip() for p in value):
-        return "must be a list of paths or globs (or :rooda)"
+        return "must be a list of paths or globs (or :rooda, :agent)"
     if any(os.path.isabs(p) or ".." in p.split("/") for p in value):
         return "must name paths inside the directory rooda runs in (relative, no ..)"
     return None
@@ -2105,12 +2113,14 @@ SETTINGS = (
         _Choice("session_end", "iteration_end", "wait"))),
     Setting("verify", None, _v_command, procedure=True, flag="--verify", metavar="CMD",
             help="quality gate after each iteration (sh -c); a failure rejects the agent's SUCCESS claim"),
+    Setting("accept", None, _v_command, procedure=True, flag="--accept", metavar="CMD",
+            help="a check after verify passed a SUCCESS whose output the agent never sees (sh -c)"),
     Setting("verdict", "markers", _Choice("markers", "schema"), procedure=True),
     Setting("reserve", {}, scalar=False, check=_v_mapping(
         "{seven_day: 0.3}", dict.fromkeys(WINDOWS, _v_fraction))),
     Setting("pace", "off", _Choice("off", "even"), flag="--pace", metavar="off|even",
             help="even: spend each subscription window no faster than it elapses"),
-    Setting("protect", [":rooda"], _v_patterns, procedure=True, scalar=False),
+    Setting("protect", [":rooda", ":agent"], _v_patterns, procedure=True, scalar=False),
     Setting("test_counts", "guard", _Choice("guard", "off"), procedure=True),
     Setting("keep", "all", _Choice("all", "better"), procedure=True, flag="--keep", metavar="all|better",
             help="better: set aside (under a git ref) an attempt that makes verify worse"),
@@ -2966,10 +2976,11 @@ class Told(Record):
                     said += "\nThe agent's own explanation: " + self.explanation
             said += {CAUSE_PROTECTED: "\nThose paths are protected (rooda's own files and those the run"
                                       " names): they were put back as they were; do the work without them.",
-                     CAUSE_WORSE: "\nIts work is kept under that ref (`git diff HEAD <ref>` shows it) and"
+                     CAUSE_WORSE: "\nIts work is kept under that ref (`git diff <ref>^ <ref>` shows it) and"
                                   " the work tree is back to the best state so far: do better from here."
                      }.get(self.cause or "", "")
-            said += ("\n" if self.reason else " ") + _quoted(self.feedback, self.source, markers)
+            if self.cause != CAUSE_ACCEPT:  # (its output never reaches the agent)
+                said += ("\n" if self.reason else " ") + _quoted(self.feedback, self.source, markers)
         if self.next_step:
             said = said + "\n\n" if said else "Iteration %d says the work is not done yet.\n" % self.number
             said += "Its next step, in its own words: " + self.next_step
@@ -4661,21 +4672,21 @@ def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: str | No
                      verified: bool | None = None, reported_error: bool = False,
                      cut_short: bool = False, trouble: str | None = None,
                      git_failed: bool = False, protected: bool = False,
-                     worse: bool = False) -> Tuple[str, str | None]:
+                     worse: bool = False, accepted: bool | None = None) -> Tuple[str, str | None]:
     """The outcome matrix of SPEC 5 and the cause of SPEC 15, whole: (outcome, cause).
 
     The provider's trouble comes first (a limit or an outage is waited out, not failed);
     an error the CLI itself reports and a failed commit are failures whatever was said;
     then output signals win over the exit code. The cause of an outcome that is not a
     success is the first that applies: the provider's, timeout, agent (it signalled
-    FAILURE), error, verify, git, exit."""
+    FAILURE), error, verify, accept (SPEC 22 rev 6), git, exit."""
     signals = set(signals)
     if trouble:
         outcome = {CAUSE_LIMIT: LIMITED, CAUSE_OUTAGE: UNAVAILABLE}.get(trouble, FAILURE)
     elif (reported_error and not timed_out) or git_failed or protected or worse:  # (timeout: rooda's stop)
         outcome = FAILURE
     elif SIGNAL_SUCCESS in signals:
-        outcome = REJECTED if verified is False else COMPLETED
+        outcome = REJECTED if verified is False or accepted is False else COMPLETED
     elif timed_out:
         outcome = TIMEOUT
     elif cut_short or exit_code != 0 or SIGNAL_FAILURE in signals or verified is False:
@@ -4687,7 +4698,8 @@ def classify_outcome(exit_code: int, signals: Iterable[str], timed_out: str | No
     for cause, applies in ((trouble, trouble is not None), (CAUSE_PROTECTED, protected),
                            (CAUSE_TIMEOUT, timed_out), (CAUSE_AGENT, SIGNAL_FAILURE in signals),
                            (CAUSE_ERROR, reported_error or cut_short), (CAUSE_WORSE, worse),
-                           (CAUSE_VERIFY, verified is False), (CAUSE_GIT, git_failed)):
+                           (CAUSE_VERIFY, verified is False), (CAUSE_ACCEPT, accepted is False),
+                           (CAUSE_GIT, git_failed)):
         if applies:
             return outcome, cause
     return outcome, CAUSE_EXIT
@@ -4990,10 +5002,12 @@ def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Rea
         return ("verify", attempt.drop) if attempt.drop else verify_words(attempt.check)
     if cause == CAUSE_PROTECTED:
         # (with --no-log, where the agent's versions are; else beside the logs, in the .jsonl)
-        where = "" if plan.log_dir else "; its versions in %s" % attempt.kept_versions
-        return "protected", "the agent changed %s; restored%s" % (", ".join(attempt.restored), where)
+        return "protected", "the agent changed %s; restored; its versions in %s" % (
+            ", ".join(attempt.restored), attempt.kept_versions)  # (wherever the reason shows: issue 43)
     if cause == CAUSE_WORSE:
         return "worse", attempt.worse
+    if cause == CAUSE_ACCEPT:  # (and nothing of what it printed: SPEC 22 rev 6)
+        return "accept", "the acceptance check failed (exit %s)" % attempt.accepted
     if cause == CAUSE_GIT:
         return "git", (attempt.git_problem or "")[:REASON_CHARS]
     if cause == CAUSE_TIMEOUT:
@@ -5224,6 +5238,14 @@ def _replace_json(path: str, record: object) -> None:
         with os.fdopen(os.open("%s.%d.tmp" % (path, os.getpid()), flags, 0o600), "w") as stream:
             json.dump(record, stream)
         os.replace("%s.%d.tmp" % (path, os.getpid()), path)
+
+
+def _read_file(path: str) -> str | None:
+    """A small text file's content, None when it cannot be read."""
+    with _suppress(OSError):
+        with open(path, "rb") as stream:
+            return _decode(stream.read())
+    return None
 
 
 def _read_json(path: str) -> Fields:
@@ -6056,12 +6078,13 @@ def session_log_pathspecs(repo: GitRepository, log_dir: str | None) -> List[str]
 
 
 def stage_everything(run_git: RunGit, repo: GitRepository, log_dir: str | None,
-                     env: Env | None = None) -> str | None:
+                     env: Env | None = None, lenient: bool = False) -> str | None:
     """`git add -A`, then rooda's session logs taken out of the index again (adding them
     with an exclude pathspec fails when the log directory is git-ignored, the layout
-    `vendor` creates). git's message when it failed, else None."""
-    result = run_git(["add", "-A"], env=env)
-    if result.exit_code != 0:
+    `vendor` creates). git's message when it failed, else None. `lenient` (keep: better's
+    snapshots): what git cannot add (a nested repository with no commit) is left out."""
+    result = run_git(["add", "-A", "--ignore-errors"] if lenient else ["add", "-A"], env=env)
+    if result.exit_code != 0 and not lenient:
         return "git add failed: " + result.message()
     specs = session_log_pathspecs(repo, log_dir)
     if specs:
@@ -6071,11 +6094,12 @@ def stage_everything(run_git: RunGit, repo: GitRepository, log_dir: str | None,
     return None
 
 
-def worktree_tree(run_git: RunGit, repo: GitRepository, log_dir: str | None
-                  ) -> Tuple[str | None, str | None]:
+def worktree_tree(run_git: RunGit, repo: GitRepository, log_dir: str | None,
+                  adjust: Callable[[Env], None] | None = None) -> Tuple[str | None, str | None]:
     """(tree, None) of the whole work tree, untracked files included, ignored ones and
-    rooda's logs left out -- a tree built in a scratch copy of the index -- or (None,
-    git's message) when git failed: the no_change fingerprint and keep: better's states."""
+    rooda's logs left out -- a tree built in a scratch copy of the index (`adjust` may
+    change it first, given git's environment for it) -- or (None, git's message) when git
+    failed: the no_change fingerprint and keep: better's states."""
     import shutil
     import tempfile
     handle, scratch = tempfile.mkstemp(prefix="rooda-index-")
@@ -6088,9 +6112,11 @@ def worktree_tree(run_git: RunGit, repo: GitRepository, log_dir: str | None
             os.unlink(scratch)
         env = git_environment()
         env["GIT_INDEX_FILE"] = scratch
-        problem = stage_everything(run_git, repo, log_dir, env)
+        problem = stage_everything(run_git, repo, log_dir, env, adjust is not None)
         if problem:
             return None, problem
+        if adjust:
+            adjust(env)
         result = run_git(["write-tree"], env=env)
         if result.exit_code != 0:
             return None, "git write-tree failed: " + result.message()
@@ -6139,7 +6165,10 @@ def commit_and_push(run_git: RunGit, repo: GitRepository, gates: Gates,
                 if any(word in result.err for word in ("user.name", "user.email", "identity")):
                     text += " (%s)" % GIT_IDENTITY_HINT
                 return "git commit failed: " + text, done
-            done = {"hash": (read_head(repo) or "")[:7], "files": len(files), "message": message[0]}
+            # (what the commit holds, read from it: a hook may have added to it, SPEC 22 rev 6)
+            held = run_git(["show", "--name-only", "--format=", "-z", "HEAD"]).out.split("\0")
+            done = {"hash": (read_head(repo) or "")[:7], "files": len([name for name in held if name]),
+                    "message": message[0]}
     if gates.push and read_head(repo) is not None:
         upstream = run_git(["rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}"])
         target = upstream.out.strip() if upstream.exit_code == 0 else ""
@@ -6229,10 +6258,12 @@ def verify_fingerprint(output: bytes) -> str:
     return error_fingerprint(b"%s\n%s" % (CAUSE_VERIFY.encode(), output))
 
 
-def commit_message(plan: RunPlan, session: str, number: int, label: str, report: StreamReport) -> List[str]:
+def commit_message(plan: RunPlan, session: str, number: int, label: str, report: StreamReport,
+                   carried: Sequence[str] = ()) -> List[str]:
     """A commit's subject from the template (SPEC 16: {procedure}, {iteration} and {summary},
-    the first line of the agent's final message without its markers), and the trailers that
-    tell runs apart and say what the commit cost."""
+    the first line of the agent's final message without its markers), what earlier attempts
+    left in the tree that it carries (`carried`: `2 (protected)`, issue 43), and the
+    trailers that tell runs apart and say what the commit cost."""
     text = report.last_text
     for marker in signal_markers(plan.signals):
         text = text.replace(marker, "")
@@ -6240,7 +6271,12 @@ def commit_message(plan: RunPlan, session: str, number: int, label: str, report:
     subject = plan.gates.message.replace("{procedure}", plan.procedure)
     subject = subject.replace("{iteration}", str(number)).replace("{summary}", summary)
     usage = ", ".join(describe_usage(report.usage or {}, brief=True)) or "not reported"
-    return [subject, "Rooda-Session: %s\nRooda-Iteration: %s\nRooda-Usage: %s" % (session, label, usage)]
+    trailers = "Rooda-Session: %s\nRooda-Iteration: %s\nRooda-Usage: %s" % (session, label, usage)
+    if not carried:
+        return [subject, trailers]
+    many = "s" if len(carried) > 1 else ""
+    return [subject, "It also carries the work that iteration%s %s left uncommitted." % (
+        many, " and ".join(carried)), trailers]
 
 
 LONG_GATE_SECONDS = 10.0  # a gate that runs longer is announced when it ends, passed or not
@@ -6293,10 +6329,11 @@ class GateRunner:
         if self.log:
             self.log.gate_start(shown, command)
         ticker, counted = self.step("%s: %s" % (shown, _one_line(command, 60))), CountedLines()
-        try:
+        shown_out, shown_err = (None, None) if gate == GATE_ACCEPT else (self.stdout_sink, self.stderr_sink)
+        try:  # (accept's output goes to the log alone: not even -v shows it, SPEC 22 rev 6)
             result = self.shell(command, Limits(timeout=plan.gate_timeout, grace=plan.kill_grace),
-                                ticker=ticker, on_output=_tee(self.stdout_sink, self.log_sink, counted),
-                                on_stderr=_tee(self.stderr_sink, self.log_sink, counted))
+                                ticker=ticker, on_output=_tee(shown_out, self.log_sink, counted),
+                                on_stderr=_tee(shown_err, self.log_sink, counted))
         finally:
             self.end_step()
         if result.interrupted is not None:  # (no result: an interrupted baseline is no baseline)
@@ -6320,12 +6357,12 @@ class GateRunner:
             if not gate_trouble(result, plan.gate_timeout):  # (else the run stops, saying why)
                 progress.info("verify passes before iteration 1" if result.exit_code == 0 else
                               "verify fails before iteration 1 (exit %d)%s" % (result.exit_code, said))
-        elif gate == GATE_VERIFY and result.exit_code != 0:
+        elif gate in (GATE_VERIFY, GATE_ACCEPT) and result.exit_code != 0:
             progress.info("%s: %s failed (exit %d) in %s%s" % (
                 shown, _one_line(command, 80), result.exit_code, format_duration(result.seconds), said))
-        elif result.seconds >= LONG_GATE_SECONDS:  # (a verify gate that got here passed)
+        elif result.seconds >= LONG_GATE_SECONDS:  # (a verify or accept gate that got here passed)
             verdict = "says done" if result.exit_code == 0 else "says not yet (exit %d)" % result.exit_code
-            if gate == GATE_VERIFY:
+            if gate in (GATE_VERIFY, GATE_ACCEPT):
                 verdict = "passed"
             progress.info("%s: %s %s in %s" % (
                 shown, _one_line(command, 80), verdict, format_duration(result.seconds)))
@@ -6454,31 +6491,64 @@ def counts_drop(held: Tuple[Fields, str] | None, said: Verified) -> str:
     return ""
 
 
+# git's configuration that runs programs or changes what git sees (SPEC 22 rev 6): guarded
+# as a protected file is, whenever `protect` is not empty.
+GUARDED_GIT_KEYS = (r"^(core\.(hookspath|fsmonitor|excludesfile|attributesfile)|"
+                    r"(filter|diff|merge)\..*\.(clean|smudge|process|textconv|command|driver))$")
+
+
+def clear_way(cwd: str, path: str, clear: bool = True) -> str:
+    """Where `path` (relative to the run directory) is, safe to write or remove (SPEC 22 rev
+    6): never through a link. What stands on its way that is a link or not a directory is
+    moved aside (`.rooda-moved`) to write it, or (not `clear`) makes it "" -- as does a path
+    that leads out of the run directory."""
+    here = os.path.normpath(os.path.join(cwd, path))
+    if not here.startswith(os.path.join(cwd, "")):
+        return ""
+    folder = cwd
+    for part in path.split("/")[:-1]:
+        folder = os.path.join(folder, part)
+        if os.path.islink(folder) or (os.path.lexists(folder) and not os.path.isdir(folder)):
+            if not clear:
+                return ""
+            os.replace(folder, folder + ".rooda-moved")
+    return here
+
+
 class ProtectedPaths:
     """The paths the agent may not change (SPEC 22 `protect`): `:rooda` -- rooda's own
     directory when it lies inside the run directory (less the log directory), or its own
-    files where that is the run directory itself, and the config and prompt files it read
-    from there -- and the globs given, relative to the run directory (`*`, `?`, `**` any
-    depth). Before an iteration their content is recorded as copies in a private
-    directory (never in memory); after it, what the agent created, changed or deleted
-    there is put back exactly, its versions kept first. Ignored files, the log directory
-    and what lies outside the run directory are never touched."""
+    files where that is the run directory itself, and every file rooda would read from
+    there (the config names, the prompt and fragment files, a --context file) whether it
+    exists or not --, `:agent` (the agent CLIs' project settings), the paths and globs given
+    (`*`, `?`, `**` any depth), and git's own hooks, info/exclude and the configuration that
+    runs programs. Before an iteration their content is recorded as copies in a private
+    directory (never in memory); after it, what the agent created, changed or deleted is put
+    back exactly, its versions kept first. Decided by the filesystem, not by rules the agent
+    can write: only what git ignored before the agent ran, by the ignore rules as they stood
+    then, is left alone; nothing is written or removed through a link, nor outside the run
+    directory (but in git's own directory)."""
+
+    config: Tuple[tuple | None, str] = ((), "")  # git's config file: its signature, the guarded keys then
 
     def __init__(self, plan: RunPlan, run_git: RunGit) -> None:
+        import posixpath
         import tempfile
         self.cwd, self.run_git, self.repo = plan.cwd, run_git, plan.repo
         # The log directory as a path from here ("" where it lies elsewhere): compared as text,
         # not resolved per file (a scan each side of every iteration).
         self.logs = _display_path(os.path.realpath(plan.log_dir or os.devnull), os.path.realpath(self.cwd))
         self.logs = "" if os.path.isabs(self.logs) else self.logs.replace(os.sep, "/") + "/"
-        self.copies = tempfile.mkdtemp(prefix="rooda-protected-")  # (files/: the copies; agent/: --no-log's)
+        self.copies = tempfile.mkdtemp(prefix="rooda-protected-") if plan.protect else ""  # (files/: copies)
         self.seen: Dict[str, tuple] = {}     # path (relative) -> its signature when copied
-        self.ignored: Dict[str, bool] = {}   # path -> whether git ignores it (asked once)
+        self.ignored: Dict[str, bool] = {}   # path -> whether git ignored it before the agent (asked once)
+        self.rules: Dict[str, str] = {}      # the ignore files above the protected ones: their text then
         self.files: set = set()              # paths: single files, and those found in the walks
         self.trees: set = set()              # directories protected whole
         self.roots: set = set()              # where the globs are looked for
+        self.git: Tuple[str, ...] = ("", "", "")  # git's hooks, info/exclude and config, from here
         globs = []
-        for pattern in plan.protect:
+        for pattern in (posixpath.normpath(pattern) for pattern in plan.protect):  # (`./tests/**/`)
             wild = re.split(r"[*?]", pattern)
             if pattern == ":rooda":
                 own = _display_path(ROODA_DIR, self.cwd)
@@ -6487,43 +6557,59 @@ class ProtectedPaths:
                     self.trees.add("prompts")
                 elif not os.path.isabs(own):
                     self.trees.add(own)
-                read = list(plan.config_files) + [plan.prompt_file or os.devnull] + [
+                read = list(plan.config_files + plan.context_files + CONFIG_NAMES) + [
+                    plan.prompt_file or os.devnull] + [
                     f["path"] for items in plan.fragments.values() for f in items if "path" in f]
-                self.files.update(path for path in (_display_path(path, self.cwd) for path in read)
-                                  if not os.path.isabs(path) and not path.startswith(".."))
+                self.files.update(path for path in (_display_path(os.path.join(self.cwd, path), self.cwd)
+                                                    for path in read) if not path.startswith((os.sep, "..")))
+            elif pattern == ":agent":
+                for path in AGENT_SETTINGS:
+                    (self.trees if path.endswith("/") else self.files).add(path.rstrip("/"))
             elif len(wild) > 1:
                 globs.append("".join({"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}.get(
                     part, re.escape(part)) for part in re.split(r"(\*\*/?|\*|\?)", pattern)))
                 self.roots.add(os.path.dirname(wild[0]))
             else:  # (a file, or a directory whole)
-                self.files.add(pattern.rstrip("/"))
-                self.trees.add(pattern.rstrip("/"))
+                self.files.add(pattern)
+                self.trees.add(pattern)
         self.globs = re.compile("(?:%s)\\Z" % "|".join(globs or ["(?!)"]))
+        self.prefix = ""
+        if self.repo and plan.protect:  # git's own (SPEC 22 rev 6), where git says they are from here
+            said = run_git(["rev-parse", "--git-path", "hooks", "--git-path", "info/exclude", "--git-path",
+                            "config"]).out.split("\n")
+            self.git = tuple(_display_path(os.path.join(self.cwd, path), self.cwd) for path in said[:3])
+            self.trees.add(self.git[0])
+            self.files.add(self.git[1])
+            self.prefix = os.path.relpath(self.cwd, self.repo.top).replace(os.sep, "/") + "/"
+        # The ignore files above what is protected, from the repository's top (what git reads).
+        self.above = sorted({"/".join(parts[:index] + [".gitignore"]) for path in self.trees | self.roots |
+                             self.files for parts in [posixpath.normpath(self.prefix + path).split("/")[:-1]]
+                             for index in range(len(parts) + 1) if ".." not in parts[:index]})
 
     def scan(self) -> Dict[str, tuple]:
-        """The protected files now, by path, with their signatures (lstat: a link is a file)."""
+        """The protected files now, by path, with their signatures (lstat: a link, or a
+        directory where a file was, is one too; a link is never followed)."""
         found: Dict[str, tuple] = {}
         for top in sorted(self.trees | self.roots):
+            if os.path.islink(os.path.join(self.cwd, top)):
+                self.files.add(top)  # (a directory the agent made a link: a link, not what it leads to)
+                continue
             for folder, dirs, names in os.walk(os.path.join(self.cwd, top)):
                 here = os.path.relpath(folder, self.cwd).replace(os.sep, "/") + "/"
                 here = "" if here == "./" else here
+                names += [name for name in dirs if os.path.islink(os.path.join(folder, name))]
                 dirs[:] = [name for name in dirs if name != ".git" and here + name + "/" != self.logs]
                 for path in (here + name for name in names):
                     if self.globs.match(path) or any(path.startswith(tree + "/") for tree in self.trees):
                         self.files.add(path)
         for path in self.files:
-            if self.logs and path.startswith(self.logs):
-                continue  # (the log directory is never rooda's to guard)
             with _suppress(OSError):
                 info = os.lstat(os.path.join(self.cwd, path))
-                if not stat.S_ISDIR(info.st_mode):  # (a directory named: its files, found in the walk)
+                logs = self.logs and path.startswith(self.logs)  # (the log directory is not rooda's to guard)
+                if not logs and not (stat.S_ISDIR(info.st_mode) and path in self.trees):
                     found[path] = (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns,
                                    info.st_ino)
-        asked = [path for path in found if path not in self.ignored]
-        if asked and self.repo:  # (git says which are ignored, once each: they are not rooda's to guard)
-            said = self.run_git(["check-ignore", "-z", "--stdin"], stdin="\0".join(asked) + "\0", finish=True)
-            self.ignored.update(dict.fromkeys(asked, False), **dict.fromkeys(said.out.split("\0"), True))
-        return {path: signature for path, signature in found.items() if not self.ignored.get(path)}
+        return found
 
     @staticmethod
     def copy(source: str, copy: str) -> None:
@@ -6532,73 +6618,185 @@ class ProtectedPaths:
         os.makedirs(os.path.dirname(copy), exist_ok=True)
         shutil.copy2(source, copy, follow_symlinks=False)
 
+    def settings(self) -> str:
+        """git's guarded configuration keys and their values, as `git config` lists them."""
+        return self.run_git(["config", "--local", "--null", "--get-regexp", GUARDED_GIT_KEYS],
+                            finish=True).out
+
     def record(self) -> None:
-        """Before an iteration: a copy of each protected file that changed since the last."""
+        """Before an iteration: a copy of each protected file that changed since the last,
+        which of them git ignores now, the ignore rules above them and git's guarded
+        configuration as they stand."""
         now = self.scan()
+        asked = [path for path in now if path not in self.ignored
+                 and not path.startswith(self.git[0] or "\0")]
+        if asked and self.repo:  # (git says which are ignored, once each: they are not rooda's to guard)
+            said = self.run_git(["check-ignore", "-z", "--stdin"], stdin="\0".join(asked) + "\0", finish=True)
+            self.ignored.update(dict.fromkeys(asked, False), **dict.fromkeys(said.out.split("\0"), True))
         for path, signature in now.items():
-            if self.seen.get(path) != signature:
-                copy = os.path.join(self.copies, "files", path)
+            copied = stat.S_ISREG(signature[0]) or stat.S_ISLNK(signature[0])
+            if self.seen.get(path) != signature and copied and not self.ignored.get(path):
+                copy = os.path.join(self.copies, "files", path.replace("../", "^/"))
                 with _suppress(FileNotFoundError):
                     os.unlink(copy)
                 self.copy(os.path.join(self.cwd, path), copy)
+        if self.repo:
+            self.rules = {path: text for path in self.above
+                          for text in [_read_file(os.path.join(self.repo.top, path))] if text is not None}
+            config = stat_signature(os.path.join(self.cwd, self.git[2]))
+            if self.git[2] and config != self.config[0]:
+                self.config = (config, self.settings())
         self.seen = now
 
-    def restore(self, number: int, log: SessionLog | None) -> Tuple[Tuple[str, ...], str | None]:
-        """After iteration `number`: what the agent created, changed or deleted put back
-        exactly as it was, its versions kept first (nothing lost, even if rooda is killed
-        midway) beside the session's logs (--no-log: in the private directory, named in
-        the reason); the paths, sorted, and where its versions are (None: none changed)."""
+    def ignored_before(self, paths: List[str]) -> set:
+        """Of the paths the agent made, those git's ignore rules as they stood before it ran
+        ignore -- asked of git in a scratch work tree that holds those rules, never its own."""
+        import shutil
+        import tempfile
+        if not (paths and self.repo):
+            return set()
+        shadow = tempfile.mkdtemp(prefix="rooda-rules-")
+        try:
+            for path, text in self.rules.items():
+                os.makedirs(os.path.dirname(os.path.join(shadow, path)), exist_ok=True)
+                with open(os.path.join(shadow, path), "w") as stream:
+                    stream.write(text)
+            said = self.run_git(["--work-tree=" + shadow, "check-ignore", "--no-index", "-z", "--stdin"],
+                                stdin="".join(self.prefix + path + "\0" for path in paths), finish=True)
+            return {path[len(self.prefix):] for path in said.out.split("\0")}
+        finally:
+            shutil.rmtree(shadow, ignore_errors=True)
+
+    def restore(self, keep_in: str) -> Tuple[str, ...]:
+        """After an iteration: what the agent created, changed or deleted put back exactly as
+        it was, its versions kept first in `keep_in` (nothing lost, even if rooda is killed
+        midway) -- a FIFO or other special file removed, nothing kept; a directory or a link
+        where a file or a directory was moved into `keep_in` whole; git's guarded keys set
+        back. The paths, sorted."""
         import filecmp
-        keep_in = os.path.join(self.copies, "agent", str(number))
-        if log:
-            keep_in = os.path.join(log.files.directory, log.files.base + "-protected", str(number))
         now, changed = self.scan(), []
         for path in sorted(set(now) | set(self.seen)):
-            here, copy = os.path.join(self.cwd, path), os.path.join(self.copies, "files", path)
-            if now.get(path) != self.seen.get(path) and not (
+            here, copy = os.path.join(self.cwd, path), os.path.join(self.copies, "files",
+                                                                    path.replace("../", "^/"))
+            if now.get(path) != self.seen.get(path) and not self.ignored.get(path) and not (
                     path in now and path in self.seen and now[path][0] == self.seen[path][0] and
-                    filecmp.cmp(here, copy, shallow=False)):
+                    stat.S_ISREG(now[path][0]) and filecmp.cmp(here, copy, shallow=False)):
                 changed.append(path)
+        # git's own first: the rules a file the agent made is judged by are then as they were
+        own = [path for path in changed if self.git[0] and path.startswith(self.git[:2])]
+        settings = self.restore_settings(keep_in)
+        self.put_back(own, keep_in)
+        changed = [path for path in changed if path not in own]
+        made = self.ignored_before([path for path in changed if path not in self.seen])
+        changed = [path for path in changed if path not in made]  # (a test run's __pycache__/ stays)
+        self.put_back(changed, keep_in)
+        return tuple(sorted(own + changed)) + settings
+
+    def put_back(self, paths: List[str], keep_in: str) -> None:
+        """Each path as it was, the agent's version kept first in `keep_in`."""
         try:
-            for path in changed:
-                if path in now:
-                    self.copy(os.path.join(self.cwd, path), os.path.join(keep_in, path))
-            for path in changed:  # each put back whole: a copy beside it, renamed over it
-                here = os.path.join(self.cwd, path)
-                if path not in self.seen:
+            for path in paths:  # the agent's versions first: kept (a directory moved whole), a FIFO gone
+                here, keep = self.at(path, False), os.path.join(keep_in, path.replace("../", "^/"))
+                if here and os.path.isdir(here) and not os.path.islink(here):
+                    os.makedirs(os.path.dirname(keep), exist_ok=True)
+                    os.replace(here, keep)
+                elif here and (os.path.isfile(here) or os.path.islink(here)):
+                    self.copy(here, keep)
+                elif here and os.path.lexists(here):
                     os.unlink(here)
-                    continue
-                self.copy(os.path.join(self.copies, "files", path), here + ".rooda-restore")
-                os.replace(here + ".rooda-restore", here)
-        except OSError as exc:  # (a file made a directory, a full disk: the run stops, saying so)
+            for path in paths:  # each put back whole: a copy beside it, renamed over it
+                copy = os.path.join(self.copies, "files", path.replace("../", "^/"))
+                here = self.at(path, path in self.seen and os.path.lexists(copy))
+                if here and path in self.seen and os.path.lexists(copy):
+                    self.copy(copy, here + ".rooda-restore")
+                    os.replace(here + ".rooda-restore", here)
+                elif here and os.path.lexists(here) and not os.path.isdir(here):  # (made by the agent: kept)
+                    os.unlink(here)
+        except OSError as exc:  # (a full disk: the run stops, saying so)
             raise RoodaError("cannot put back the protected %s: %s" % (exc.filename, exc.strerror)) from None
-        return tuple(changed), keep_in if changed else None
+
+    def at(self, path: str, clear: bool = True) -> str:
+        """Where a protected path is, safe to write (`clear`) or remove (clear_way); git's
+        own files are where git keeps them."""
+        if path.startswith(self.git[:2]) and self.git[0]:
+            return os.path.join(self.cwd, path)
+        return clear_way(self.cwd, path, clear)
+
+    def restore_settings(self, keep_in: str) -> Tuple[str, ...]:
+        """git's guarded configuration set back as it was (the agent's kept); (its file) when
+        it changed, else ()."""
+        if not self.git[2] or stat_signature(os.path.join(self.cwd, self.git[2])) == self.config[0]:
+            return ()
+        now = self.settings()
+        if now == self.config[1]:
+            return ()
+        os.makedirs(keep_in, exist_ok=True)
+        with open(os.path.join(keep_in, "git-config"), "w") as stream:  # (`key value` lines: git's)
+            stream.write("".join(entry.replace("\n", " ", 1) + "\n" for entry in now.split("\0") if entry))
+        pairs = [tuple(entry.split("\n", 1)) for source in (now, self.config[1])
+                 for entry in source.split("\0") if entry]
+        for key in {pair[0] for pair in pairs}:
+            self.run_git(["config", "--local", "--unset-all", key], finish=True)
+        for key, *value in [tuple(entry.split("\n", 1)) for entry in self.config[1].split("\0") if entry]:
+            self.run_git(["config", "--local", "--add", key] + (value or [""]), finish=True)
+        self.config = (stat_signature(os.path.join(self.cwd, self.git[2])), self.config[1])
+        return (self.git[2],)
+
+    def uncommit(self, paths: Sequence[str], before: str | None, warn: Say) -> None:
+        """A protected change the agent committed itself (it moved HEAD) undone on the branch
+        too, by a commit of rooda's that puts the paths back -- else `git stash` would bring
+        it back, and the next success commit the revert under its own subject (issue 43)."""
+        mine = [path for path in paths if not path.startswith(self.git) or not self.git[0]]
+        since = self.run_git(["diff", "--name-only", before or "HEAD", "HEAD", "--"] + mine, finish=True).out
+        if since.strip() or not before:  # (on a branch born in the attempt, every commit is its)
+            message = "rooda: put back %s (protected paths the agent changed and committed)" % ", ".join(mine)
+            for args in (["add", "-A", "--"] + mine, ["commit", "-q", "--only", "-m", message, "--"] + mine):
+                done = self.run_git(args, finish=True)
+                if done.exit_code:
+                    warn("the agent committed a change to protected paths, and rooda could not undo it on the"
+                         " branch: git %s: %s" % (args[0], done.message()))
+                    return
 
     def close(self) -> None:
         """The copies go when the run ends; the agent's versions (--no-log) stay."""
         import shutil
-        shutil.rmtree(os.path.join(self.copies, "files"), ignore_errors=True)
-        with _suppress(OSError):
-            os.rmdir(self.copies)  # (only when nothing of the agent's is in it)
+        if self.copies:
+            shutil.rmtree(os.path.join(self.copies, "files"), ignore_errors=True)
+            with _suppress(OSError):
+                os.rmdir(self.copies)  # (only when nothing of the agent's is in it)
+
+
+def recovery(ref: str) -> List[Tuple[str, str]]:
+    """How to look at an attempt set aside and bring it back (SPEC 22 rev 6): (what, the
+    command). Its ref's parent is the state it was judged against: the diff is exactly
+    what it did, and a cherry-pick brings exactly that onto today's tree."""
+    return [("see what it did", "git diff %s^ %s" % (ref, ref)),
+            ("bring it back", "git cherry-pick -n %s" % ref)]
 
 
 class Best(Record):
-    """The best state so far under keep: better (SPEC 22): the work tree as a commit object
-    (the index as a tree of its own), and its verify result (None before one is known)."""
+    """The best state so far under keep: better (SPEC 22): the work tree as a commit (the
+    commit itself when git.commit made one), the index as a tree of its own, its verify
+    result (None: not known -- the next judged attempt sets it), and HEAD then (None: an
+    unborn branch)."""
 
     commit: str
     index: str
     result: Verified | None
+    head: str | None
 
 
 class Keeper:
     """keep: better (SPEC 22), its one owner: the best state so far -- the tree before
-    iteration 1, then after each attempt kept -- and its verify result; whether an
-    attempt's result is worse (confirmed by a second run before anything moves), the
-    set-aside that keeps a worse attempt under a ref and puts the tree back, and the
-    words for both. The loop asks it; nothing else reads the setting."""
+    iteration 1, then after each attempt kept -- under refs/rooda/best/<session>, and its
+    verify result; whether an attempt's result is worse (confirmed by a second run before
+    anything moves), the set-aside that keeps a worse attempt under its own ref and puts
+    the tree back without harm, and the words for both. The loop asks it; nothing else
+    reads the setting. A ref that exists is never moved or overwritten: its own names are
+    the first free ones (`-2`, `-3`, ...)."""
 
     BETTER = "better"               # the setting's word for it: nothing else compares it
+    ref = ""                        # refs/rooda/best/<session> (or the first free name)
 
     def __init__(self, plan: RunPlan, run_git: RunGit, session: str) -> None:
         self.plan, self.run_git, self.session = plan, run_git, session
@@ -6617,24 +6815,36 @@ class Keeper:
             return "needs verify: it keeps what verify says is no worse"
         return "" if repo else "needs a git repository (run 'git init', or keep: all)"
 
-    def plumb(self, args: List[str], env: Env | None = None) -> str:
+    def plumb(self, args: List[str], env: Env | None = None, stdin: str = "") -> str:
         """A git command keep: better cannot do without: its output, or a RoodaError with
-        git's words -- the run stops rather than lose or mix up work."""
-        result = self.run_git(args, env, finish=True)
+        git's words -- the run stops rather than lose or mix up work. Paths are literal."""
+        result = self.run_git(args, dict(env or git_environment(), GIT_LITERAL_PATHSPECS="1"), stdin=stdin,
+                              finish=True)
         if result.exit_code != 0:
             raise RoodaError("keep: better: git %s failed: %s" % (args[0], result.message()))
-        return result.out.strip()
+        return result.out
 
-    def start(self, baseline: Verified | None, resumed: Fields | None = None) -> None:
-        """The best state before iteration 1 (the tree as it is, with verify's baseline), or
-        a resumed session's: its kept commit (the index from its trailer), with what verify
-        said of it."""
-        kept = resumed and resumed.get("kept")
-        if kept:
-            index = self.plumb(["log", "-1", "--format=%(trailers:key=Rooda-Index,valueonly)", kept])
-            self.best = Best(kept, index, resumed.get("kept_verify") if resumed else None)
+    def create(self, name: str, commit: str) -> str:
+        """`name`, or the first free one after it, made to hold `commit` (never moved)."""
+        for ref in [name] + ["%s-%d" % (name, n) for n in range(2, 100)]:
+            if self.run_git(["update-ref", ref, commit, ""], finish=True).exit_code == 0:
+                return ref
+        raise RoodaError("keep: better: no free ref for %s" % name)
+
+    def start(self, baseline: Verified | None, resumed: Fields | None) -> None:
+        """The best state before iteration 1 (the tree as it is, with verify's baseline) or,
+        resumed, the session's kept one with what verify said of it -- or, when none is
+        left (it never kept one, or git lost it), the tree as it is with a result not known."""
+        kept = (resumed or {}).get("kept")
+        if kept and self.run_git(["cat-file", "-e", kept + "^{commit}"], finish=True).exit_code == 0:
+            said = self.plumb(["log", "-1", "--format=%(trailers:key=Rooda-Index,valueonly)%x00"
+                               "%(trailers:key=Rooda-Head,valueonly)%x00%T", kept]).split("\0")
+            index, head = said[0].strip() or said[2].strip(), said[1].strip() or kept  # (a commit of its own)
+            self.best = Best(kept, index, (resumed or {}).get("kept_verify"), None if head == "-" else head)
         else:
-            self.keep("before iteration 1", baseline)
+            self.keep("before iteration 1", None if resumed else baseline)
+        assert self.best
+        self.ref = self.create("refs/rooda/best/" + self.session, self.best.commit)
 
     def worse(self, said: Verified) -> str:
         """The figure that makes a verify result worse than the best state's (SPEC 22); ""."""
@@ -6645,68 +6855,125 @@ class Keeper:
         reason and ref); ("", None) when the second run is no worse (a flaky test sets no
         work aside)."""
         figure = self.worse(confirmed)
-        if not figure:
+        if not figure or not self.best or not self.best.result:
             return "", None
-        assert self.best and self.best.result
         ref = self.set_aside(number, self.best)
-        return "verify %s → %s; set aside as %s" % (self.best.result.words(), confirmed.words(), ref), ref
+        return "verify %s → %s: %s; set aside as %s (%s brings it back)" % (
+            self.best.result.words(), confirmed.words(), figure, ref, recovery(ref)[1][1]), ref
 
     def keep(self, label: str, said: Verified | None) -> str:
-        """An attempt kept (not set aside), or the tree before iteration 1: the best state
-        from now on, with its verify result -- the best's result still where verify did not
-        judge it (a protected path put back, a timeout): its other work stays the best
-        state's. Its commit."""
-        result = said or (self.best.result if self.best else None)
-        self.best = Best(*self.snapshot("rooda: the best state, " + label), result)
-        return self.best.commit
-
-    def snapshot(self, label: str) -> Tuple[str, str]:
-        """The work tree as it is (tracked and untracked files, not ignored ones nor rooda's
-        logs) as a commit object on HEAD that no branch references, and the index as a
-        tree: (commit, index tree)."""
+        """An attempt kept (not set aside), or the tree before iteration 1: the best state from
+        now on, its verify result `said` -- none where verify did not judge it (a protected
+        path put back, a timeout): the next judged attempt sets it (issue 43). Its commit."""
         repo = self.plan.repo
         assert repo
-        tree, problem = worktree_tree(self.run_git, repo, self.plan.log_dir)
+        tree, index, head = self.snapshot(), self.plumb(["write-tree"]).strip(), read_head(repo)
+        if head and tree == index and self.plumb(["rev-parse", head + "^{tree}"]).strip() == tree:
+            commit = head  # (git.commit made it, and nothing else is in the tree: the commit itself)
+        else:
+            commit = self.commit_tree(tree, "rooda: the best state, %s\n\nRooda-Index: %s\nRooda-Head: %s" % (
+                label, index, head or "-"), head)
+        self.best = Best(commit, index, said, head)
+        if self.ref:
+            self.plumb(["update-ref", self.ref, commit])
+        return commit
+
+    def snapshot(self, drop: Sequence[str] = (), add: Sequence[str] = ()) -> str:
+        """The work tree as it is (tracked and untracked files, not ignored ones nor rooda's
+        logs) as a tree: less `drop`, with `add` though ignored."""
+        repo = self.plan.repo
+        assert repo
+
+        def adjust(env: Env) -> None:
+            for args, paths in ((["rm", "--cached", "-q", "--ignore-unmatch"], drop), (["add", "-f"], add)):
+                if paths:
+                    self.plumb(args + ["--pathspec-from-file=-", "--pathspec-file-nul"], env,
+                               "".join(path + "\0" for path in paths))
+        tree, problem = worktree_tree(self.run_git, repo, self.plan.log_dir, adjust)
         if tree is None:
             raise RoodaError("keep: better: " + str(problem))
-        index, head = self.plumb(["write-tree"]), read_head(repo)
+        return tree
+
+    def commit_tree(self, tree: str, message: str, parent: str | None) -> str:
         env = dict(git_environment(), GIT_AUTHOR_NAME="rooda", GIT_AUTHOR_EMAIL="rooda@localhost",
                    GIT_COMMITTER_NAME="rooda", GIT_COMMITTER_EMAIL="rooda@localhost")  # (rooda's own objects)
-        return self.plumb(["commit-tree", tree, "-m", "%s\n\nRooda-Index: %s" % (label, index)] +
-                          (["-p", head] if head else []), env), index
+        parents = ["-p", parent] if parent else []
+        return self.plumb(["commit-tree", tree, "-m", message] + parents, env).strip()
+
+    def hidden(self, best: Best, tree: str) -> Tuple[List[str], List[str]]:
+        """Where the attempt changed the ignore rules (SPEC 22 rev 6: the best state's decide):
+        the files it added that the best state's rules ignore (a person's `.env`: not its to
+        take), and those it hid that they do not (its own, set aside with it)."""
+        rules = self.plumb(["ls-tree", "-r", "-z", "--full-name", best.commit]).split("\0")
+        rules = [entry for entry in rules if entry.endswith(("\t.gitignore", "/.gitignore"))]
+        if rules == [entry for entry in self.plumb(["ls-tree", "-r", "-z", "--full-name", tree]).split("\0")
+                     if entry.endswith(("\t.gitignore", "/.gitignore"))]:
+            return [], []  # (the same rules: what git said is what they say)
+        import shutil
+        import tempfile
+        shadow = tempfile.mkdtemp(prefix="rooda-rules-")
+        try:
+            for entry in rules:
+                blob, path = entry.split(None, 3)[2], entry.split("\t", 1)[1]
+                os.makedirs(os.path.dirname(os.path.join(shadow, path)), exist_ok=True)
+                with open(os.path.join(shadow, path), "w") as stream:
+                    stream.write(self.plumb(["cat-file", "blob", blob]))
+            added = self.plumb(["diff", "--name-only", "-z", "--relative", "--diff-filter=A", best.commit,
+                                tree])
+            ignored = self.plumb(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                                  "--directory"])
+            top = self.plan.repo.top  # type: ignore[union-attr]
+            prefix = os.path.relpath(self.plan.cwd, top).replace(os.sep, "/") + "/"
+            prefix = "" if prefix == "./" else prefix
+            asked = [path for path in added.split("\0") + ignored.split("\0") if path]
+            said = self.run_git(["--work-tree=" + shadow, "check-ignore", "--no-index", "-z", "--stdin"],
+                                stdin="".join(prefix + path + "\0" for path in asked), finish=True).out
+            out = {path[len(prefix):] for path in said.split("\0")}
+            return ([path for path in added.split("\0") if path and path in out],
+                    [path for path in ignored.split("\0") if path and path not in out])
+        finally:
+            shutil.rmtree(shadow, ignore_errors=True)
 
     def set_aside(self, number: int, best: Best) -> str:
-        """An attempt worse than the best state (SPEC 22): its whole work tree kept under
-        refs/rooda/attempts/<session>/<iteration>, then the work tree and index under the
-        run directory put back to the best state (the files it added removed: they are in
-        the ref), and a branch the agent moved by committing put back where it was (its
-        commits are the ref's history). The ref comes first: killed midway, nothing is
-        lost. Returns the ref."""
+        """An attempt worse than the best state (SPEC 22, rev 6): its whole work tree (by the
+        best state's ignore rules) kept as a commit on the best state under refs/rooda/
+        attempts/<session>/<iteration>, the agent's own commits under refs/rooda/commits/...,
+        then what it changed under the run directory put back to the best state -- the
+        files it added removed (they are in the ref), no other file rewritten, nothing
+        through a link, submodules and files git is told to leave alone left as they are --
+        and the branch it moved put back. The refs come first: killed midway, nothing is
+        lost. Returns the attempt's ref."""
         repo, plan = self.plan.repo, self.plan
         assert repo
-        commit, _ = self.snapshot("rooda: attempt %d set aside (its verify result was worse)" % number)
-        ref = "refs/rooda/attempts/%s/%d" % (self.session, number)
-        self.plumb(["update-ref", ref, commit])
-        logs = _display_path(plan.log_dir or os.devnull, plan.cwd)
-        spec = ["--", "."]
-        if not os.path.isabs(logs) and not logs.startswith(".."):
-            spec.append(":(exclude)" + logs)
-        added = self.plumb(["diff", "--name-only", "-z", "--no-renames", "--relative", "--diff-filter=A",
-                            best.commit, commit] + spec)
-        self.plumb(["restore", "--source=" + best.commit, "--worktree"] + spec)
-        self.plumb(["restore", "--source=" + best.index, "--staged"] + spec)
-        for name in filter(None, added.split("\0")):
-            with _suppress(FileNotFoundError):
-                os.unlink(os.path.join(plan.cwd, name))
-        head = self.plumb(["log", "-1", "--format=%P", best.commit]).strip()  # (HEAD when it was kept)
-        if head and read_head(repo) != head:  # the agent committed: its commits are the ref's
-            self.plumb(["update-ref", "-m", "rooda: attempt %d set aside" % number, "HEAD", head])
+        drop, hidden = self.hidden(best, self.snapshot())  # (what the attempt's own rules showed or hid)
+        commit = self.commit_tree(self.snapshot(drop, hidden), "rooda: attempt %d set aside (its verify"
+                                  " result was worse)" % number, best.commit)
+        ref = self.create("refs/rooda/attempts/%s/%d" % (self.session, number), commit)
+        head = read_head(repo)
+        if head != best.head and head:  # the agent committed: its commits kept, its branch put back
+            self.create("refs/rooda/commits/%s/%d" % (self.session, number), head)
+            self.plumb(["update-ref", "-m", "rooda: attempt %d set aside" % number, "HEAD"] +
+                       ([best.head] if best.head else ["-d"]))  # (an unborn branch is unborn again)
+        changed = self.plumb(["diff", "--name-status", "-z", "--no-renames", "--relative", best.commit,
+                              commit]).split("\0")
+        added = [path for status, path in zip(changed[::2], changed[1::2]) if status == "A"]
+        for path in sorted(added, reverse=True):
+            here = clear_way(plan.cwd, path, False)
+            if here and os.path.lexists(here) and not os.path.isdir(here):  # (a nested repository stays)
+                os.unlink(here)
+            folder = os.path.dirname(here or plan.cwd)
+            while folder.startswith(os.path.join(plan.cwd, "")) and not os.listdir(folder):  # (its folders)
+                os.rmdir(folder)
+                folder = os.path.dirname(folder)
+        others = [path for status, path in zip(changed[::2], changed[1::2]) if status != "A"]
+        staged = self.plumb(["diff", "--cached", "--name-only", "-z", "--relative", best.index]).split("\0")
+        for source, where, paths in ((best.commit, "--worktree", others),
+                                     (best.index, "--staged", others + staged)):
+            if any(paths):
+                self.plumb(["restore", "--source=" + source, where, "--no-recurse-submodules",
+                            "--pathspec-from-file=-", "--pathspec-file-nul"],
+                           stdin="".join(path + "\0" for path in paths if path))
         return ref
-
-
-def recovery(ref: str) -> List[Tuple[str, str]]:
-    """How to look at an attempt set aside and bring it back (SPEC 22): (what, the command)."""
-    return [("see it", "git diff HEAD %s" % ref), ("take it", "git checkout %s -- ." % ref)]
 
 
 # ==== 15. Reporting ===================================================
@@ -7066,6 +7333,7 @@ class RunPlan(Record):
     prompt_text: str | None
     argv: Tuple[str, ...] = ()      # rooda's own command line (for `resume`)
     config_files: Tuple[str, ...] = ()  # the config files it read (`protect`'s :rooda)
+    context_files: Tuple[str, ...] = ()  # the --context files it reads (:rooda too)
     repo: GitRepository | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -7097,6 +7365,7 @@ class LoopState:
     cut_short = False              # the last attempt was: a limit, an outage, a timeout, a death
     baseline: Baseline | None = None  # what verify said before iteration 1 (SPEC 20)
     resumed: Fields | None = None  # what a session resumed carries over (SPEC 16)
+    uncommitted: List[str] = []    # since the last commit, what earlier attempts left: `2 (protected)`
     counts: tuple | None = None    # the test counts a verify is held to, and since when (SPEC 22)
 
     def __init__(self) -> None:
@@ -7139,6 +7408,7 @@ class _Attempt:
     drop = worse = ""                      # what its verifier's counts and result said (SPEC 22)
     set_aside: str | None = None           # the ref it was set aside under, or
     kept: str | None = None                # the best state's commit after it
+    accepted: int | None = None            # the acceptance check's exit code (SPEC 22 rev 6)
     verdict: object = None                 # its schema verdict, as it gave it
     next_step: str | None = None        # what the verdict says comes next
     feedback, source = b"", "the agent's"  # what the next prompt quotes, whose
@@ -7364,17 +7634,22 @@ class _Run:
         self.put_back(attempt)  # (what the agent did to protected paths is undone before anything judges it)
         if not trouble and not attempt.restored and plan.verify and not result.timed_out:
             self.verify(attempt)
+        if plan.accept and SIGNAL_SUCCESS in report.signals and attempt.verified is not False and not (
+                trouble or attempt.restored or attempt.set_aside or result.timed_out):  # (SPEC 22 rev 6)
+            attempt.accepted = self.gates.gate(GATE_ACCEPT, plan.accept).exit_code
 
         def classify(git_failed: bool = False) -> None:
             attempt.outcome, attempt.cause = classify_outcome(
                 result.exit_code, report.signals, result.timed_out, attempt.verified,
                 reported_error=report.error is not None, cut_short=report.cut_short,
                 trouble=trouble.kind if trouble else None, git_failed=git_failed,
-                protected=bool(attempt.restored), worse=bool(attempt.set_aside))
+                protected=bool(attempt.restored), worse=bool(attempt.set_aside),
+                accepted=None if attempt.accepted is None else attempt.accepted == 0)
         classify()
         git = plan.gates.commit or plan.gates.push
         if git and attempt.outcome in (SUCCESS, COMPLETED) and plan.repo:
-            message = commit_message(plan, self.gates.session, attempt.number, attempt.label, report)
+            message = commit_message(plan, self.gates.session, attempt.number, attempt.label, report,
+                                     self.state.uncommitted)
             attempt.git_problem, attempt.commit = commit_and_push(self.gates.git, plan.repo, plan.gates,
                                                                   message, plan.log_dir)
             if attempt.git_problem:
@@ -7420,9 +7695,22 @@ class _Run:
             attempt.feedback, attempt.source = attempt.check.output, "the verifier's (`%s`)" % plan.verify
 
     def put_back(self, attempt: _Attempt) -> None:
-        """The protected paths the agent changed, put back (SPEC 22), once an attempt ends."""
-        if self.protected and not attempt.restored:
-            attempt.restored, attempt.kept_versions = self.protected.restore(attempt.number, self.log)
+        """The protected paths the agent changed, put back (SPEC 22) once an attempt ends, its
+        versions kept where no test runner or commit finds them (git's own directory, a
+        hidden one beside the logs, or a private one) under a name no attempt had yet."""
+        plan, log = self.plan, self.log
+        if not self.protected or attempt.restored:
+            return
+        where = os.path.join(self.protected.copies, "agent")
+        if plan.repo or log:
+            where = os.path.join(plan.repo.git_dir if plan.repo else log.files.directory,  # type: ignore
+                                 "rooda", "%s-protected" % self.gates.session)
+        kept = next(path for n in range(1, 1000) for path in [os.path.join(where, "%d%s" % (
+            attempt.number, "-%d" % n if n > 1 else ""))] if not os.path.lexists(path))
+        attempt.restored = self.protected.restore(kept)
+        attempt.kept_versions = kept if attempt.restored else None
+        if attempt.restored and plan.repo and read_head(plan.repo) != attempt.head_before:
+            self.protected.uncommit(attempt.restored, attempt.head_before, self.progress.warn)
 
     def count(self, attempt: _Attempt) -> None:
         """The iteration in the loop's counters (state only). One the account stopped is no
@@ -7439,6 +7727,10 @@ class _Run:
             state.last_reason = attempt.reason
         else:
             state.consecutive_failures = 0
+        if "hash" in attempt.commit:
+            state.uncommitted = []
+        elif self.plan.gates.commit and attempt.outcome in FAILING_OUTCOMES and not attempt.set_aside:
+            state.uncommitted = state.uncommitted + ["%d (%s)" % (attempt.number, attempt.cause)]
         self.notify.guardian(state, None, "after iteration %d" % attempt.number)
 
     def announce(self, attempt: _Attempt) -> None:
@@ -8463,6 +8755,8 @@ def plan_run(options: Any, config: Config, procedure_name: str,
         color=_use_color(options.color, sys.stderr), cwd=cwd, sources=sources, gates=gates,
         log_dir=log_dir, settings=settings, argv=tuple(getattr(options, "argv", ())),
         config_files=tuple(os.path.join(cwd, shown) for _, shown in config.files),
+        context_files=tuple(os.path.join(cwd, os.path.expanduser(value[1:])) for value in options.context
+                            if value.startswith("@") and not value.startswith("@@")),
         prompt_file=os.path.join(cwd, prompt_file) if prompt_file not in (None, "-") else None,
         prompt_text=prompt_text)
 
@@ -8656,7 +8950,8 @@ def _check_gates(pre: Preflight) -> Lines:
     """The gates' programs, as the agent's is checked (SPEC 16 rev 5), and what verify
     and notify will do; what `requires` names."""
     plan, lines = pre.plan, []
-    for gate, command in ((GATE_VERIFY, plan.verify), (GATE_DONE_WHEN, plan.done_when)):
+    for gate, command in ((GATE_VERIFY, plan.verify), (GATE_DONE_WHEN, plan.done_when),
+                          (GATE_ACCEPT, plan.accept)):
         missing = command and missing_program(command, plan.cwd)  # (before the night, not at its start)
         if missing:
             lines.append((ERROR, gate, missing))
@@ -8686,9 +8981,18 @@ def _check_guards(pre: Preflight) -> Lines:
         lines.append((WARNING if size > 50e6 else OK, "protect", "%s (%s, %s)%s" % (
             ", ".join(plan.protect), plural(len(found), "file"), format_bytes(size),
             "; over 50 MB: each changed one is copied before an iteration" if size > 50e6 else "")))
-        if ":rooda" not in plan.protect:
-            lines.append((WARNING, "protect", "the list leaves out :rooda: the agent may change rooda's own"
-                                              " files"))
+        for member, what in ((":rooda", "rooda's own files"), (":agent", "the agent CLIs' settings")):
+            if member not in plan.protect:
+                lines.append((WARNING, "protect", "the list leaves out %s: the agent may change %s" % (
+                    member, what)))
+        for pattern in plan.protect:
+            alone = plan.replace(settings=dict(plan.settings, protect=[pattern]))
+            if pattern[:1] != ":" and not ProtectedPaths(alone, GateRunner(plan).git).scan():
+                lines.append((WARNING, "protect", "%s matches no file here (a path relative to where rooda"
+                                                  " runs)" % pattern))
+    else:
+        lines.append((WARNING, "protect", "off (protect: []): rooda's own files, the agents' settings and"
+                                          " git's hooks are the agent's to change, and nothing is put back"))
     if plan.verify and plan.test_counts == "guard":
         baseline = None
         with _suppress(RoodaError, OSError):

@@ -24,7 +24,8 @@ A step is a mapping:
      {"echo_prompt": true}             write the prompt back to stdout
      {"sleep": SECONDS}
      {"touch": NAME}                   create FAKE_AGENT_STATE/NAME (an event a test awaits)
-     {"write_file": PATH, "text": TEXT} write a file (relative to the working directory)
+     {"write_file": PATH, "text": TEXT} write a file (relative to the working directory), its
+                                       directories made
      {"remove": PATH}                  delete a file (relative to the working directory)
      {"wait_for": NAME}                wait (up to 30 s) until a test creates that file
      {"background": SECONDS, "hold_output": true|false, "setsid": false, "name": NAME,
@@ -130,6 +131,8 @@ def main():
         elif "sleep" in action:
             time.sleep(action["sleep"])
         elif "write_file" in action:
+            if os.path.dirname(action["write_file"]):
+                os.makedirs(os.path.dirname(action["write_file"]), exist_ok=True)
             with open(action["write_file"], "w") as stream:
                 stream.write(action["text"])
         elif "remove" in action:

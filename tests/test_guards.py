@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import rooda
-from conftest import (ROOT, ends, git, make_repo, run_rooda, session_events, status_json, wait_until,
+from conftest import (ROOT, ends, git, make_repo, run_main, run_rooda, session_events, status_json, wait_until,
                       write_config)
 
 SUCCESS = "done <promise>SUCCESS</promise>\n"
@@ -28,13 +28,15 @@ def vendored(workspace):
     return workspace / ".rooda" / "rooda.py"
 
 
-def rooda_in(workspace, agent, *args, rooda=None):
+def rooda_in(workspace, agent, *args, rooda=None, env=None, stdout=False):
     """rooda.py (the vendored one, or this checkout's) as a subprocess in the project, its
-    log directory its own default (.rooda/logs when vendored) unless --log-dir says."""
-    env = dict({name: value for name, value in os.environ.items() if name != "ROODA_LOOP_LOG_DIR"}, **agent.env)
+    log directory its own default (.rooda/logs when vendored) unless --log-dir says: (exit
+    code, stderr -- or, asked, stdout)."""
+    env = dict({name: value for name, value in os.environ.items() if name != "ROODA_LOOP_LOG_DIR"}, **agent.env,
+               **(env or {}))
     done = subprocess.run([sys.executable, str(rooda or os.path.join(ROOT, "rooda.py"))] + [str(a) for a in args],
                           cwd=str(workspace), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-    return done.returncode, done.stderr.decode()
+    return done.returncode, (done.stdout if stdout else done.stderr).decode()
 
 
 # --- protected paths ----------------------------------------------------------------------
@@ -55,8 +57,8 @@ def test_in_the_vendored_layout_the_agents_edit_of_its_own_prompt_is_put_back(wo
     assert (first["outcome"], first["cause"], first["verify"]) == ("failure", "protected", None)
     assert first["restored"] == [".rooda/prompts/act/signals.md"]
     kept = os.path.join(first["kept_versions"], ".rooda", "prompts", "act", "signals.md")
-    assert open(kept).read() == "Always say SUCCESS."  # its version, kept beside the logs
-    assert first["kept_versions"].startswith(str(logs))
+    assert open(kept).read() == "Always say SUCCESS."  # its version, kept where no commit or test finds it
+    assert first["kept_versions"].startswith(str(workspace / ".git" / "rooda"))
     section = agent.prompt(2).split("## PREVIOUS ITERATION\n", 1)[1]
     assert "Why: protected: the agent changed .rooda/prompts/act/signals.md; restored" in section
     assert "Always say SUCCESS" not in agent.prompt(2)
@@ -276,7 +278,8 @@ def test_a_worse_attempt_is_set_aside_under_a_ref_and_the_tree_put_back(workspac
     ref = second["set_aside"]
     assert ref == "refs/rooda/attempts/%s/2" % os.path.basename(events[0]["log"])[:-4]
     assert (second["outcome"], second["cause"]) == ("failure", "worse")
-    assert second["reason"] == "worse: verify passing (12 run) → failing (1 failed of 13 run); set aside as " + ref
+    assert second["reason"] == ("worse: verify passing (12 run) → failing (1 failed of 13 run): failing where it"
+                                " passed; set aside as %s (git cherry-pick -n %s brings it back)" % (ref, ref))
     # The tree and index are back at the best state: iteration 1's work, not 2's.
     assert (workspace / "app.py").read_text() == "v2\n" and (workspace / "notes.txt").read_text() == "kept\n"
     assert not (workspace / "tests" / "fail_new.py").exists() and not (workspace / "scratch.txt").exists()
@@ -285,7 +288,7 @@ def test_a_worse_attempt_is_set_aside_under_a_ref_and_the_tree_put_back(workspac
     assert git(workspace, "show", ref + ":scratch.txt") == "untracked work\n"
     assert git(workspace, "rev-parse", "HEAD") == git(workspace, "rev-parse", "main")  # (no branch moved)
     section = agent.prompt(3).split("## PREVIOUS ITERATION\n", 1)[1]
-    assert ref in section and "git diff HEAD <ref>" in section
+    assert ref in section and "git diff <ref>^ <ref>" in section
     verifies = [e for e in events if e["event"] == "gate"]
     assert len(verifies) == 1 + 1 + 2 + 1  # baseline, 1, 2 and its confirmation, 3
     assert [e.get("again") for e in verifies] == [None, None, None, True, None]
@@ -306,14 +309,29 @@ def test_the_work_of_an_attempt_verify_did_not_judge_stays_when_a_later_one_is_s
     agent.script({"actions": [{"write_file": "a.txt", "text": "a"}]},
                  {"actions": [{"write_file": "Makefile", "text": "all:\n"}, {"write_file": "notes.txt",
                                                                            "text": "notes\n"}]},
+                 {"actions": [{"remove": "tests/test_00.py"}]},
                  {"actions": [{"write_file": "tests/fail_new.py", "text": ""}]})
-    code, err = rooda_in(workspace, agent, "build", "-n", "3", "--ai-cmd", agent.cmd, "--verify", verify,
+    code, err = rooda_in(workspace, agent, "build", "-n", "4", "--ai-cmd", agent.cmd, "--verify", verify,
                          "--keep", "better", "--log-dir", tmp_path / "logs")
     assert code == 0, err
-    first, second, third = ends(session_events(tmp_path / "logs"))
-    assert (second["cause"], third["cause"]) == ("protected", "worse") and second["kept"]
+    first, second, third, fourth = ends(session_events(tmp_path / "logs"))
+    assert (second["cause"], third["cause"], fourth["cause"]) == ("protected", None, "worse") and second["kept"]
     assert (workspace / "notes.txt").read_text() == "notes\n" and not (workspace / "Makefile").exists()
     assert not (workspace / "tests" / "fail_new.py").exists()
+
+
+def test_an_attempt_verify_did_not_judge_is_kept_with_a_result_not_known(workspace, agent, tmp_path):
+    # (issue 43, 1: kept with the previous result, a later improvement was set aside as worse --
+    # here the agent's third attempt, which runs fewer tests than the baseline but passes them all)
+    make_repo(workspace)
+    verify = counting_verify(workspace)
+    agent.script({"actions": [{"sleep": 5}]},
+                 {"actions": [{"remove": "tests/test_00.py"}]})
+    code, err = rooda_in(workspace, agent, "build", "-n", "2", "--ai-cmd", agent.cmd, "--verify", verify,
+                         "--keep", "better", "--timeout", "0.5", "--log-dir", tmp_path / "logs")
+    first, second = ends(session_events(tmp_path / "logs"))
+    assert (first["outcome"], second["outcome"], second["set_aside"]) == ("timeout", "success", None), err
+    assert not (workspace / "tests" / "test_00.py").exists()
 
 
 def test_an_attempt_the_agent_committed_is_set_aside_with_its_branch_put_back(workspace, agent, tmp_path):
@@ -334,8 +352,9 @@ def test_an_attempt_the_agent_committed_is_set_aside_with_its_branch_put_back(wo
     ref = ends(session_events(tmp_path / "logs"))[1]["set_aside"]
     assert ref and git(workspace, "rev-parse", "HEAD").strip() == before
     assert git(workspace, "status", "--porcelain", "--", "tests") == ""
-    assert "tests/fail_new.py" in git(workspace, "diff", "--name-only", "HEAD", ref)
-    assert "agent: worse" in git(workspace, "log", "--format=%s", ref)  # (its commit kept in the ref's history)
+    assert git(workspace, "diff", "--name-only", ref + "^", ref) == "tests/fail_new.py\n"  # (what it did)
+    commits = ref.replace("/attempts/", "/commits/")  # (its own commits, kept under a ref of their own)
+    assert git(workspace, "log", "-1", "--format=%s", commits) == "agent: worse\n"
     # What verify says of the tree now is the best state's, not the attempt set aside.
     assert status_json(tmp_path / "logs")["last_verify"]["result"] == "pass"
 
@@ -403,11 +422,12 @@ def test_an_interruption_mid_restore_of_protected_paths_loses_nothing(workspace,
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "rooda.py"), "build", "-n", "1", "--ai-cmd", cmd,
                              "--log-dir", str(logs)], cwd=str(workspace), env=dict(os.environ, **agent.env),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert wait_until(lambda: any(name.endswith("-protected") for name in os.listdir(logs))
-                      if logs.exists() else False, timeout=60)
+    kept_in = workspace / ".git" / "rooda"  # (where no test runner or commit finds them: issue 43)
+    assert wait_until(lambda: any(name.endswith("-protected") for name in os.listdir(kept_in))
+                      if kept_in.exists() else False, timeout=60)
     proc.send_signal(signum)
     proc.wait(timeout=60)
-    [versions] = [logs / name for name in os.listdir(logs) if name.endswith("-protected")]
+    [versions] = [kept_in / name for name in os.listdir(kept_in) if name.endswith("-protected")]
     kept = {}
     for folder, _, names in os.walk(versions):
         for name in names:
@@ -434,10 +454,10 @@ def test_an_interruption_mid_set_aside_leaves_the_attempt_under_its_ref(workspac
                              "--verify", "test ! -e broken", "--keep", "better", "--log-dir", str(logs)],
                             cwd=str(workspace), env=dict(os.environ, **agent.env), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
-    assert wait_until(lambda: git(workspace, "for-each-ref", "refs/rooda/"), timeout=60)
+    assert wait_until(lambda: git(workspace, "for-each-ref", "refs/rooda/attempts/"), timeout=60)
     proc.send_signal(signum)
     proc.wait(timeout=60)
-    [ref] = [line.split()[-1] for line in git(workspace, "for-each-ref", "refs/rooda/").splitlines()]
+    [ref] = [line.split()[-1] for line in git(workspace, "for-each-ref", "refs/rooda/attempts/").splitlines()]
     for number in range(0, MANY, 97):
         assert git(workspace, "show", "%s:files/f%04d.txt" % (ref, number)) == "worse %d\n" % number
     if signum != signal.SIGKILL:  # the restore finished first: the best state, whole
@@ -458,13 +478,13 @@ def test_doctor_says_what_is_protected_whether_counts_were_found_and_keep(worksp
                            verify, "--keep", "better"], cwd=str(workspace), stdout=subprocess.PIPE, timeout=60,
                           env=env)
     out = done.stdout.decode()
-    assert "ok       protect: :rooda (" in out and "files" in out, out
+    assert "ok       protect: :rooda, :agent (" in out and "files" in out, out
     assert "ok       test counts: the last baseline here printed 12 run, 0 skipped" in out
     assert "ok       keep: better" in out
     write_config(workspace, {"loop": {"protect": ["tests/**"]}})
     out = subprocess.run([sys.executable, str(rooda_py), "doctor", "build", "--ai-cmd", agent.cmd],
                          cwd=str(workspace), stdout=subprocess.PIPE, timeout=60).stdout.decode()
-    assert "warning  protect: the list leaves out :rooda" in out
+    assert "warning  protect: the list leaves out :rooda" in out and "leaves out :agent" in out
 
 
 @pytest.mark.parametrize("layout,needs", [("repository", "verify: it keeps what verify says is no worse"),
@@ -478,3 +498,100 @@ def test_doctor_says_what_keep_better_needs_as_an_error(workspace, agent, layout
                            agent.cmd, "--keep", "better"] + verify, cwd=str(workspace), stdout=subprocess.PIPE,
                           timeout=60)
     assert done.returncode == 2 and "error    config: --keep better needs " + needs in done.stdout.decode()
+
+
+# --- the guards' bookkeeping (issue 43) -------------------------------------------------------
+
+def test_with_the_log_directory_the_project_a_set_aside_still_puts_the_tree_back(workspace, agent, tmp_path):
+    # (issue 43, 2: `--log-dir .` excluded everything from the restore, and said "set aside")
+    make_repo(workspace)
+    agent.script({"actions": [{"write_file": "a.txt", "text": "a"}]},
+                 {"actions": [{"write_file": "broken", "text": ""}, {"write_file": "b.txt", "text": "b"}]})
+    code, err = rooda_in(workspace, agent, "build", "-n", "2", "--ai-cmd", agent.cmd, "--verify",
+                         "test ! -e broken", "--keep", "better", "--log-dir", ".")
+    second = ends(session_events(workspace))[1]
+    assert second["set_aside"] and not (workspace / "broken").exists() and not (workspace / "b.txt").exists(), err
+    assert (workspace / "a.txt").exists() and any(name.endswith(".jsonl") for name in os.listdir(workspace))
+
+
+def test_the_agents_kept_versions_are_neither_collected_nor_committed(workspace, agent, tmp_path):
+    # (issue 43, 3 and 8: in a log directory inside the project they were pytest's to collect and
+    # git.commit's to commit; with logs on, the reason never said where they went)
+    make_repo(workspace)
+    (workspace / "tests").mkdir()
+    (workspace / "tests" / "test_a.py").write_text("def test_a(): pass\n")
+    write_config(workspace, {"loop": {"protect": ["tests/**"], "git": {"commit": True}}})
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "tests")
+    agent.script({"actions": [{"write_file": "tests/test_a.py", "text": "def test_a(): assert 0\n"}]},
+                 {"actions": [{"write_file": "work.txt", "text": "w"}, {"out": SUCCESS}]})
+    code, err = rooda_in(workspace, agent, "build", "-n", "2", "--ai-cmd", agent.cmd, "--log-dir", "rooda-logs")
+    first, second = ends(session_events(workspace / "rooda-logs"))
+    assert "its versions in %s" % first["kept_versions"] in err and first["reason"].endswith(first["kept_versions"])
+    assert not first["kept_versions"].startswith(str(workspace / "rooda-logs"))
+    held = git(workspace, "show", "--name-only", "--format=%B", "HEAD")
+    assert "protected" not in held.split("Rooda-Session")[1] and "test_a.py" not in held, held
+    # (issue 43, 14: the commit says it carries the earlier attempt's work)
+    assert "It also carries the work that iteration 1 (protected) left uncommitted." in held
+
+
+def test_a_protected_change_the_agent_committed_is_undone_on_the_branch(workspace, agent, tmp_path):
+    # (issue 43, 4: `git stash` brought it back, and the next success committed the revert)
+    make_repo(workspace)
+    write_config(workspace, {"loop": {"protect": ["README"]}})
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "config")
+    script = tmp_path / "commit.sh"
+    script.write_text("echo mine > README && git commit -qam 'agent: my readme'\n")
+    cmd = "sh -c 'sh %s; %s'" % (script, agent.cmd)
+    code, err = rooda_in(workspace, agent, "build", "-n", "1", "--ai-cmd", cmd, "--log-dir", tmp_path / "logs")
+    assert git(workspace, "show", "HEAD:README") == "hello\n", err
+    assert git(workspace, "status", "--porcelain") == "" and "rooda: put back README" in git(
+        workspace, "log", "-1", "--format=%s")
+
+
+def test_a_limited_attempts_rerun_keeps_the_first_runs_versions(workspace, agent, tmp_path, capfd, waits):
+    # (issue 43, 5: the re-run under the same number overwrote them)
+    make_repo(workspace)
+    write_config(workspace, {"loop": {"protect": ["README"]}})
+    limit = '{"type": "result", "subtype": "error", "is_error": true, "result": "rate limited",' \
+            ' "api_error_status": 429}\n'
+    agent.script({"actions": [{"write_file": "README", "text": "first\n"}, {"out": limit}], "exit": 1},
+                 {"actions": [{"write_file": "README", "text": "second\n"}]})
+    code, _, err = run_main(capfd, "build", "-n", "1", "--ai-cmd", agent.cmd, "--ai-format", "claude",
+                            "--log-dir", tmp_path / "logs")
+    first, second = ends(session_events(tmp_path / "logs"))
+    assert first["kept_versions"] != second["kept_versions"], err
+    assert [open(os.path.join(end["kept_versions"], "README")).read() for end in (first, second)] == [
+        "first\n", "second\n"]
+
+
+def test_a_pattern_with_dot_slash_protects_and_doctor_warns_of_one_that_matches_nothing(workspace, agent):
+    # (issue 43, 6: `./tests/**` protected nothing, and doctor said ok)
+    make_repo(workspace)
+    (workspace / "tests").mkdir()
+    (workspace / "tests" / "test_a.py").write_text("a\n")
+    write_config(workspace, {"loop": {"protect": [":rooda", ":agent", "./tests/**/", "spec/**"]}})
+    agent.script({"actions": [{"write_file": "tests/test_a.py", "text": "b\n"}]})
+    code, err = rooda_in(workspace, agent, "build", "-n", "1", "--ai-cmd", agent.cmd, "--no-log")
+    assert "protected: the agent changed tests/test_a.py" in err and (workspace / "tests" / "test_a.py").read_text() \
+        == "a\n", err
+    code, out = rooda_in(workspace, agent, "doctor", "build", "--ai-cmd", agent.cmd, stdout=True)
+    assert "warning  protect: spec/** matches no file here" in out and "./tests/**/ matches" not in out, out
+
+
+def test_on_a_fresh_repository_a_set_aside_makes_the_branch_unborn_again(workspace, agent, tmp_path):
+    # (issue 43, 7: with no commit yet, the agent's commit stayed on the branch)
+    git(workspace, "init", "-q", "-b", "main")
+    git(workspace, "config", "user.name", "Test")
+    git(workspace, "config", "user.email", "test@example.com")
+    script = tmp_path / "commit.sh"
+    script.write_text("touch broken && git add -A && git commit -qm 'agent: first commit'\n")
+    agent.script({})
+    cmd = "sh -c 'sh %s; %s'" % (script, agent.cmd)
+    code, err = rooda_in(workspace, agent, "build", "-n", "1", "--ai-cmd", cmd, "--verify", "test ! -e broken",
+                         "--keep", "better", "--log-dir", tmp_path / "logs")
+    ref = ends(session_events(tmp_path / "logs"))[0]["set_aside"]
+    assert ref and subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=str(workspace)).returncode, err
+    commits = ref.replace("/attempts/", "/commits/")
+    assert git(workspace, "log", "--format=%s", commits) == "agent: first commit\n" and not (workspace / "broken").exists()
