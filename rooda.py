@@ -1933,6 +1933,20 @@ class _Number:
         return value
 
 
+class _Names:
+    """A list of agents' names (`fallback`): a list of non-empty words; `--fallback a,b`."""
+
+    def __call__(self, value: object) -> str | None:
+        fine = isinstance(value, list) and all(isinstance(name, str) and name.strip() for name in value)
+        return None if fine else "must be a list of agents' names (presets or ai_cmd_aliases)"
+
+    def parse(self, option: str, text: str) -> List[str]:
+        names = text.split(",")
+        if not all(name.strip() for name in names):
+            raise UsageError("%s has an empty name in '%s'; give the agents as codex,gemini" % (option, text))
+        return [name.strip() for name in names]
+
+
 class _Choice:
     """One of a few words (null too, when nullable), with "did you mean"."""
 
@@ -2085,6 +2099,9 @@ SETTINGS = (
     Setting("ai_cmd_alias", None, _v_optional(_v_str), procedure=True,
             flag="--ai-cmd-alias", metavar="NAME",
             help="a named agent preset (claude, codex, gemini, copilot, ...)"),
+    Setting("fallback", [], _Names(), procedure=True, scalar=False, flag="--fallback", metavar="A,B",
+            help="the agents that take over, in order, when the agent is held by a limit, an outage or its"
+                 " account (SPEC 23)"),
     Setting("ai_format", None, _Choice(*AGENT_FORMATS, nullable=True), procedure=True,
             flag="--ai-format", metavar="NAME",
             help="how to read the agent's output: " + ", ".join(AGENT_FORMATS)),
@@ -2110,7 +2127,7 @@ SETTINGS = (
     Setting("keep_awake", True, _v_bool),
     Setting("notify", None, _v_command),
     Setting("notify_on", ["session_end"], scalar=False, check=_v_list(
-        _Choice("session_end", "iteration_end", "wait"))),
+        _Choice("session_end", "iteration_end", "wait", "switch"))),
     Setting("verify", None, _v_command, procedure=True, flag="--verify", metavar="CMD",
             help="quality gate after each iteration (sh -c); a failure rejects the agent's SUCCESS claim"),
     Setting("accept", None, _v_command, procedure=True, flag="--accept", metavar="CMD",
@@ -2742,6 +2759,11 @@ class AgentCommand(Record):
         """Its catalogue row: the preset's, or that of the CLI its command names."""
         return PRESETS.get(self.preset or os.path.basename(self.argv[0]))
 
+    @property
+    def name(self) -> str:
+        """How the logs and the progress lines name it (SPEC 23): its preset, else its program."""
+        return self.preset or os.path.basename(self.argv[0])
+
     def display(self) -> str:
         import shlex
         return " ".join(shlex.quote(part) if part not in (PROMPT_FILE_TOKEN, PROMPT_TOKEN)
@@ -2822,6 +2844,19 @@ def resolve_agent(config: Config, procedure_name: str | None, ai_cmd: str | None
         if found and _which(_split_command(found[1], "ai_cmd_aliases." + name)[0]):
             return from_alias(name, "found on PATH", (TIER_BUILTIN, "found on PATH", None))
     return None
+
+
+def fallback_agents(config: Config, names: Sequence[str]) -> List[AgentCommand]:
+    """The agents of `fallback` (SPEC 23), in order, each as its preset or alias says (its own
+    format too); a name neither knows is left out (the checks before a run say it)."""
+    found = []
+    for name in names:
+        alias = alias_definition(config.data.get("ai_cmd_aliases", {}), name)
+        if alias:
+            argv = _split_command(alias[1], "ai_cmd_aliases." + alias[0])
+            found.append(AgentCommand(argv, alias[2], "fallback", (TIER_BUILTIN, None, None), alias[0],
+                                      alias[3] or infer_format(argv) or "text"))
+    return found
 
 
 def no_agent_error() -> RoodaError:
@@ -3009,10 +3044,12 @@ def signal_markers(signals: Mapping[str, Sequence[str]]) -> List[str]:
     return [marker for markers in signals.values() for marker in markers]
 
 
-def build_prompt(plan: RunPlan, previous: Told | Baseline | None, left: Sequence[str] = ()) -> str:
+def build_prompt(plan: RunPlan, previous: Told | Baseline | None, left: Sequence[str] = (),
+                 agent_before: str = "") -> str:
     """The prompt of the next iteration, with fragments read afresh; `previous`: what it is
     told of the last (or of verify's baseline), `left`: what an attempt cut short left
-    uncommitted (`git status --porcelain` lines)."""
+    uncommitted (`git status --porcelain` lines), `agent_before`: the agent of the last
+    attempt when another runs this one (SPEC 23)."""
     if plan.prompt_file is not None or plan.prompt_text is not None:
         # The Ralph loop `cat PROMPT.md | agent`: the file as it is now, every iteration.
         text = read_text(plan.prompt_file, "prompt file") if plan.prompt_file is not None \
@@ -3020,6 +3057,9 @@ def build_prompt(plan: RunPlan, previous: Told | Baseline | None, left: Sequence
         return ("## CONTEXT\n%s\n\n%s" % ("\n\n".join(plan.context), text)) if plan.context else text
     phases = {phase: read_fragments(plan.fragments[phase], phase) for phase in PHASES}
     feedback = previous.describe(signal_markers(plan.signals)) if plan.feedback and previous else ""
+    if plan.feedback and agent_before:
+        feedback = "The last attempt was made by another agent CLI (%s); its work is in the files.%s" % (
+            agent_before, "\n\n" + feedback if feedback else "")
     if plan.feedback and left:  # (SPEC 16 rev 4: the agent builds on them instead of redoing them)
         feedback = (feedback + "\n\n" if feedback else "") + "The last attempt was cut short and left these" \
             " uncommitted changes; build on them rather than redo them:\n" + "\n".join(left)
@@ -4852,23 +4892,24 @@ class ProviderTrouble(Record):
     advice: str = ""                # what to do, when no retry fixes it (CAUSE_FATAL)
 
 
-def account_words(trouble: ProviderTrouble, kind: str | None, cli: AgentCLI | None, env: Environ) -> str:
+def account_words(trouble: ProviderTrouble, kind: str | None, cli: AgentCLI | None, env: Environ,
+                  who: str = "the agent") -> str:
     """Why a run stops for the agent's account (auth, billing, a fatal kind: exit 2,
-    resumable): the CLI's words, then what to do -- the kind's own advice, else the
-    cause's."""
+    resumable), or holds `who` for the session (SPEC 23): the CLI's words, then what to do
+    -- the kind's own advice, else the cause's."""
     said = _one_line(trouble.message, 300).rstrip(". ")  # (";" follows)
     if trouble.kind == CAUSE_FATAL:
-        return "the agent cannot go on: %s (%s); %s" % (said, kind, trouble.advice)
+        return "%s cannot go on: %s (%s); %s" % (who, said, kind, trouble.advice)
     if trouble.kind == CAUSE_BILLING:
         paid = cli.paid_by(env) if cli else None
-        return "the agent's account cannot pay: %s; %s" % (said, "who pays: %s (%s found here); add credit"
-                                                           " there, or use another login" % paid[::-1] if paid
-                                                           else "add credit to the account the agent uses")
+        return "%s's account cannot pay: %s; %s" % (who, said, "who pays: %s (%s found here); add credit"
+                                                    " there, or use another login" % paid[::-1] if paid
+                                                    else "add credit to the account the agent uses")
     hint = "check the agent's credentials (API key or login)"
     if cli:
         hint = "%s needs %s" % (cli.name, " or ".join([key for key, _ in cli.logins(env)
                                                       if key not in dict(cli.credentials)] + [cli.login]))
-    return "the agent cannot authenticate: %s; %s" % (said, trouble.advice or hint)
+    return "%s cannot authenticate: %s; %s" % (who, said, trouble.advice or hint)
 
 
 def typed_kind(report: StreamReport, cli: AgentCLI | None) -> Tuple[str | None, str | None]:
@@ -5016,7 +5057,7 @@ def cause_words(attempt: _Attempt, plan: RunPlan, markers: Sequence[str]) -> Rea
                            "time limit of %s reached" % format_budget(plan.iteration_timeout or 0))
     if cause == CAUSE_AGENT:
         return "agent", attempt.explanation or "the agent signalled FAILURE (and said nothing else)"
-    kind, cli = attempt.error_kind, plan.agent.cli if plan.agent else None
+    kind, cli = attempt.error_kind, attempt.agent.cli
     if kind and cli and cli.kinds.get(kind) == "" and report.error and report.error[1]:
         kind = "HTTP %d" % report.error[1]  # (a kind its HTTP status decides reads as that status: issue 43)
     kind = " (%s)" % kind if kind else ""  # (`outage (server_error)`: SPEC 13)
@@ -5040,26 +5081,28 @@ WAIT_LIMIT, WAIT_OUTAGE, WAIT_RESERVE, WAIT_PACE = "limit", "outage", "reserve",
 class WaitKind(Record):
     """One kind of wait, in words: the status line's (`%s`: the wait's name), the
     announcement's, what it waits for (the closing line of an interrupted wait, `status`),
-    what happens at its end; how the run stops when it may not wait (a key of STOPS); and
-    whether it holds an iteration back before it starts (else an attempt runs again)."""
+    what happens at its end; how the run stops when it may not wait (a key of STOPS);
+    whether it holds an iteration back before it starts (else an attempt runs again); and
+    what it says of an agent it holds when another takes over (SPEC 23)."""
 
     doing: str
     said: str
     waiting_for: str
     lets_go: str
     stop: str
+    held: str
     holds: bool = False
 
 
 WAIT_KINDS = {
     WAIT_LIMIT: WaitKind("usage limit (%s)", "Usage limit reached (%s)", "a usage limit to reset",
-                         "it resets", STOP_LIMITED),
+                         "it resets", STOP_LIMITED, "is limited (%s)"),
     WAIT_OUTAGE: WaitKind("provider unavailable", "Provider unavailable", "the provider to come back",
-                          "", STOP_UNAVAILABLE),
+                          "", STOP_UNAVAILABLE, "is unavailable"),
     WAIT_RESERVE: WaitKind("reserve reached", "Reserve reached", "a window to reset (reserve)",
-                           "it resets", STOP_HELD, True),
+                           "it resets", STOP_HELD, "keeps its reserve (%s)", True),
     WAIT_PACE: WaitKind("ahead of pace", "Ahead of pace", "the pace to allow the next iteration",
-                        "the pace allows more", STOP_HELD, True)}
+                        "the pace allows more", STOP_HELD, "is ahead of pace (%s)", True)}
 
 
 class Wait(Record):
@@ -5091,6 +5134,11 @@ class Wait(Record):
         """The status line's words: `usage limit (five_hour)`, `reserve reached`."""
         return self.row.doing.replace("%s", self.name)
 
+    def held(self) -> str:
+        """What it says of an agent it holds (SPEC 23): `is limited (seven_day)`, `keeps its
+        reserve (seven_day 81% used, 20% kept)`."""
+        return self.row.held.replace("%s", self.message if self.row.holds else self.name)
+
     def announce(self, now: float) -> str:
         """`Usage limit reached (five_hour): <message>; waiting until 21:03 (2h14m).`"""
         head = "%s: %s; " % (self.row.said.replace("%s", self.name), self.words())
@@ -5119,12 +5167,15 @@ def provider_wait(trouble: ProviderTrouble) -> Wait:
     return Wait(WAIT_LIMIT, trouble.limit, trouble.message, trouble.resets_at)
 
 
-def bound_wait(wait: Wait, plan: RunPlan, attempt: int, waited: float, elapsed: float, now: float) -> Wait:
+def bound_wait(wait: Wait, plan: RunPlan, attempt: int, waited: float, elapsed: float, now: float,
+               seconds: float | None = None) -> Wait:
     """How long a wait lasts -- the `attempt`-th in a row, the first `waited` seconds ago,
-    `elapsed` seconds into the run -- and the bound it would pass, when the run must stop
-    instead: on_limit, limit_wait or outage_wait, max_time (SPEC 13, 15, 18)."""
+    `elapsed` seconds into the run; `seconds` when a hold said it (SPEC 23) -- and the
+    bound it would pass, when the run must stop instead: on_limit, limit_wait or
+    outage_wait, max_time (SPEC 13, 15, 18)."""
     outage = wait.kind == WAIT_OUTAGE
-    seconds = limit_wait_seconds(wait.until, attempt, now, CAUSE_OUTAGE if outage else CAUSE_LIMIT)
+    if seconds is None:
+        seconds = limit_wait_seconds(wait.until, attempt, now, CAUSE_OUTAGE if outage else CAUSE_LIMIT)
     bound, budget = ("outage_wait", plan.outage_wait) if outage else ("limit_wait", plan.limit_wait)
     beyond = None
     if plan.max_time is not None and elapsed + seconds > plan.max_time:
@@ -5420,18 +5471,20 @@ class SessionLog:
                        usage=resumed["usage"] or None)
         else:  # (a prompt read from stdin is kept for `resume`: stdin will not hold it again)
             self.event("session_start", version=__version__, procedure=plan.procedure, agent=list(agent.argv),
+                       agents=[agent.name] + [each.name for each in plan.fallbacks],  # (SPEC 23: the order)
                        max_iterations=cap, failure_threshold=plan.failure_threshold, cwd=plan.cwd,
                        pid=os.getpid(), boot=boot, pidns=pidns, log=self.path, argv=plan.argv,
                        **({"reserve": plan.reserve} if plan.reserve else {}),
                        **({"prompt": plan.prompt_text} if plan.prompt_text is not None else {}))
 
-    def iteration_start(self, number: int, procedure: str, prompt: str, fragments: List[str]) -> None:
+    def iteration_start(self, number: int, procedure: str, prompt: str, fragments: List[str],
+                        agent: str) -> None:
         import hashlib
         data = prompt.encode("utf-8")
-        self.text("%s\nITERATION %d\n%s\nProcedure: %s\nStart Time: %s\n%s\n" % (
-            RULE, number, RULE, procedure, local_time(), THIN_RULE))
-        self.event("iteration_start", iteration=number, prompt_sha256=hashlib.sha256(data).hexdigest(),
-                   prompt_bytes=len(data), fragments=fragments)
+        self.text("%s\nITERATION %d\n%s\nProcedure: %s\nAgent: %s\nStart Time: %s\n%s\n" % (
+            RULE, number, RULE, procedure, agent, local_time(), THIN_RULE))
+        self.event("iteration_start", iteration=number, agent=agent, prompt_bytes=len(data),
+                   prompt_sha256=hashlib.sha256(data).hexdigest(), fragments=fragments)
 
     def wait(self, wait: Wait) -> None:
         """A wait's `limit` event (wait_seconds: 0 when the run stops instead; a hold's
@@ -5491,18 +5544,19 @@ class SessionLog:
 
 
 def note_windows(windows: Readings, readings: Sequence[tuple], log: SessionLog | None,
-                 owner: str) -> None:
+                 owner: str, agent: str) -> None:
     """Readings of the subscription windows, (name, reading, when) in order (SPEC 18), into
-    a run's last ones: one that moved (its whole percent, reset, status or threshold) is a
-    `window` event at the moment it came; the last are remembered for the next run here."""
+    the last ones of an agent's (SPEC 23: each its own): one that moved (its whole percent,
+    reset, status or threshold) is a `window` event at the moment it came; the last are
+    remembered for the next run here."""
     moved = False
     for name, (used, resets, status, threshold), seen in readings:
         old = windows.get(name)
         if old is None or (round(old[0] * 100),) + old[1:] != (round(used * 100), resets, status, threshold):
             moved, windows[name] = True, (used, resets, status, threshold)
             if log is not None:
-                log.event("window", time=iso_time(seen), window=name, utilization=used, status=status,
-                          threshold=threshold, resets_at=iso_time(resets) if resets else None)
+                log.event("window", time=iso_time(seen), agent=agent, window=name, utilization=used,
+                          status=status, threshold=threshold, resets_at=iso_time(resets) if resets else None)
     if log is not None and moved:
         log.remember_windows(windows, owner)
 
@@ -5606,7 +5660,8 @@ SUMMARY_FIELDS = (
     "session procedure state status exit_code reason pid started iteration max_iterations iterations"
     " successes failures limited unavailable elapsed_seconds usage last_event last_event_time waiting_until"
     " waiting_for waiting activity tool_calls tokens consecutive_failures argv cwd skipped_lines baseline"
-    " last_verify resumable last_failure windows resets_at kept kept_verify set_aside restored").split()
+    " last_verify resumable last_failure windows resets_at kept kept_verify set_aside restored agent"
+    " held").split()
 
 
 class SessionReader:
@@ -5618,7 +5673,8 @@ class SessionReader:
     `resume`) it keeps what `status` needs not: each attempt, wait, window reading and
     commit, the prompt read from stdin, and what the next attempt is told of."""
 
-    begun = last_at = ended = prompt = None
+    begun = last_at = ended = prompt = ran = None  # (ran: the agent of the last attempt begun)
+    order: List[str] = []     # its agents' names (SPEC 23): the run's own, then fallback's
     previous: Told | Baseline | None = None  # what the next attempt is told of (resume)
     carried = 0.0
     where: Tuple[object, object] = (None, None)  # the boot and pid namespace of its latest run
@@ -5631,7 +5687,8 @@ class SessionReader:
                             consecutive_failures=0 if whole else None, skipped_lines=0,
                             set_aside=[], restored=0)  # (SPEC 22: refs of the attempts set aside)
         self.usage: Fields = {}
-        self.windows: Readings = {}
+        self.windows: Dict[object, Readings] = {}  # each agent's (SPEC 23; None: a log before rev 6)
+        self.held: Dict[object, Fields] = {}  # what holds an agent (SPEC 23), by its name
         self.events: List[Fields] = []   # (detail) the events, each with `at`, its epoch
         self.attempts: List[Fields] = []
         self.waits: List[Fields] = []
@@ -5679,6 +5736,8 @@ class SessionReader:
                             argv=_typed(event.get("argv"), list), cwd=_typed(event.get("cwd"), str))
         self.reserve = _mapping(event.get("reserve"))
         self.prompt = _typed(event.get("prompt"), str)
+        self.order = [clean(name) for name in _list(event.get("agents")) if isinstance(name, str)]
+        self.summary["agent"] = self.order[0] if self.order else None
         self.on_session_resume(event, at)
 
     def on_session_resume(self, event: Fields, at: float) -> None:
@@ -5688,6 +5747,22 @@ class SessionReader:
 
     def on_iteration_start(self, event: Fields, at: float) -> None:
         self.summary["iteration"] = _typed(event.get("iteration"), int) or self.summary["iteration"]
+        agent = _typed(event.get("agent"), str)
+        self.summary["agent"] = self.ran = agent and clean(agent)
+        self.held.pop(self.ran, None)  # (it runs: nothing holds it)
+
+    def on_switch(self, event: Fields, at: float) -> None:
+        """Another agent took over (SPEC 23), or none could (`to` null): what holds the one
+        it took over from, unless it came back to the first in the order."""
+        named = [clean(name) if isinstance(name, str) else None
+                 for name in (event.get("from"), event.get("to"))]
+        if named[0] and not event.get("back"):
+            self.held[named[0]] = {"agent": named[0], "why": _one_line(event.get("why"), REASON_CHARS),
+                                   "until": parse_iso_time(event.get("until")) and event["until"],
+                                   "wait": _typed(event.get("wait"), str),
+                                   "kind": _typed(event.get("kind"), str)}
+        self.summary["agent"] = named[1] or named[0]
+        self.held.pop(named[1], None)
 
     def on_iteration_end(self, event: Fields, at: float) -> None:
         summary, outcome, number = self.summary, event.get("outcome"), event.get("iteration")
@@ -5737,6 +5812,7 @@ class SessionReader:
                               "commit": self.commits.get(number), "cost_usd": _number(usage.get("cost_usd")),
                               "set_aside": _typed(event.get("set_aside"), str),
                               "said": _one_line(event.get("said"), REASON_CHARS) or None,
+                              "agent": self.summary["agent"],  # (SPEC 23: whose attempt it was)
                               "error_kind": _one_line(event.get("error_kind"), 60) or None})
 
     def on_gate(self, event: Fields, at: float) -> None:
@@ -5768,9 +5844,11 @@ class SessionReader:
     def on_window(self, event: Fields, at: float) -> None:
         reading = window_reading(event.get("utilization"), parse_iso_time(event.get("resets_at")),
                                  event.get("status"), event.get("threshold"))
+        agent = _typed(event.get("agent"), str)
         if reading and event.get("window") in WINDOWS:
-            self.windows[event["window"]] = reading
-            self.readings.append((at, event["window"], min(reading[0], 1), reading[1]))
+            self.windows.setdefault(agent and clean(agent), {})[event["window"]] = reading
+            self.readings.append((at, event["window"], min(reading[0], 1), reading[1],
+                                  agent and clean(agent)))
 
     def on_session_end(self, event: Fields, at: float) -> None:
         self.ended = event
@@ -5809,9 +5887,13 @@ class SessionReader:
                 summary.update(resumable=True, reason="killed or crashed: no session_end; the last event %s"
                                " at %s" % (summary["last_event"], summary["last_event_time"]))
         summary["usage"] = usage_record(usage) if usage else None
+        # (the agent's now: SPEC 23, each its own; a log before it has them under None)
+        windows = self.windows.get(summary["agent"]) or self.windows.get(None) or {}
         summary["windows"] = {name: {"utilization": used, "resets_at": iso_time(resets) if resets else None,
                                      "status": status, "threshold": threshold}
-                              for name, (used, resets, status, threshold) in self.windows.items()}
+                              for name, (used, resets, status, threshold) in windows.items()}
+        summary["held"] = [hold for hold in self.held.values()
+                           if hold["until"] is None or (parse_iso_time(hold["until"]) or 0) > self.now]
 
 
 def summarize_session(path: str, now: float | None = None, whole: bool = True) -> Fields:
@@ -7322,6 +7404,7 @@ class RunPlan(Record):
     signals: Dict[str, List[str]]
     agent: AgentCommand | None
     env: Env
+    fallbacks: List[AgentCommand]  # `fallback`'s agents, in order (SPEC 23)
     verbosity: int
     color: bool
     cwd: str
@@ -7366,13 +7449,13 @@ class LoopState:
     baseline: Baseline | None = None  # what verify said before iteration 1 (SPEC 20)
     resumed: Fields | None = None  # what a session resumed carries over (SPEC 16)
     uncommitted: List[str] = []    # since the last commit, what earlier attempts left: `2 (protected)`
+    agent_before = ""              # the agent of the last attempt, named to the next when another runs it
     counts: tuple | None = None    # the test counts a verify is held to, and since when (SPEC 22)
 
     def __init__(self) -> None:
         self.started, self.started_wall = time.monotonic(), time.time()
         self.stuck_excerpt: List[str] = []
         self.usage: Fields = {}     # the run's totals of what the agent reported
-        self.windows: Readings = {}  # each subscription window's last reading (SPEC 18)
 
     @property
     def status(self) -> str:
@@ -7413,8 +7496,8 @@ class _Attempt:
     next_step: str | None = None        # what the verdict says comes next
     feedback, source = b"", "the agent's"  # what the next prompt quotes, whose
 
-    def __init__(self, number: int, label: str) -> None:
-        self.number, self.label = number, label
+    def __init__(self, number: int, label: str, agent: AgentCommand) -> None:
+        self.number, self.label, self.agent = number, label, agent  # (the agent that runs it: SPEC 23)
         self.started = time.monotonic()
         self.commit: Fields = {}            # what the git gate committed and pushed
 
@@ -7435,6 +7518,96 @@ def _agent_env(plan: RunPlan, agent: AgentCommand) -> Env:
     return env
 
 
+class Hold(Record):
+    """Why an agent cannot go on now (SPEC 23), and until when: a wait's (a limit, an
+    outage, a reserve, the pace) until it ends; a stop only the person can lift (auth,
+    billing) for the session, `ends` None, with its words and what to do."""
+
+    why: str                  # `is limited (five_hour)`, `cannot authenticate`
+    ends: float | None = None  # (epoch)
+    wait: Wait | None = None
+    words: str = ""           # a session-long hold's: the stop's reason, should every agent have one
+
+
+# What an agent the account stops is said to do when another takes over (SPEC 23).
+ACCOUNT_HELD = {CAUSE_AUTH: "cannot authenticate", CAUSE_BILLING: "cannot pay", CAUSE_FATAL: "cannot go on"}
+
+
+class Agents:
+    """The run's agents (SPEC 23): its own, then `fallback`'s, in order, each with its
+    environment, the owner of its windows and its last readings of them (SPEC 18, kept per
+    owner); which one runs now, and what holds the others."""
+
+    def __init__(self, plan: RunPlan) -> None:
+        assert plan.agent
+        self.commands = [plan.agent] + plan.fallbacks
+        self.envs = [_agent_env(plan, each) for each in self.commands]
+        self.owners = [windows_owner(each, env) for each, env in zip(self.commands, self.envs)]
+        self.readings: List[Readings] = [{} for _ in self.commands]
+        self.holds: Dict[int, Hold] = {}
+        self.now = 0
+        self.fallback = len(self.commands) > 1  # (one agent: the waits and stops of SPEC 13-18 alone)
+
+    @property
+    def agent(self) -> AgentCommand:
+        return self.commands[self.now]
+
+    @property
+    def env(self) -> Env:
+        return self.envs[self.now]
+
+    @property
+    def windows(self) -> Readings:
+        return self.readings[self.now]
+
+    @property
+    def owner(self) -> str:
+        return self.owners[self.now]
+
+    def resume(self, held: Sequence[Fields], now: float) -> None:
+        """The holds a resumed session had that have not ended (SPEC 23); one only the
+        person could lift is lifted: running `resume` is the person saying it is fixed
+        (if it is not, the agent meets it again at once and is held again)."""
+        for hold in held:
+            index, kind = self.index(hold.get("agent")), hold.get("wait")
+            ends = parse_iso_time(hold.get("until"))
+            if index is not None and ends is not None and ends > now and kind in WAIT_KINDS:
+                why = str(hold.get("why"))
+                self.holds[index] = Hold(why, ends, Wait(str(kind), str(hold.get("kind") or kind), why, ends))
+
+    def index(self, name: object) -> int | None:
+        return next((index for index, each in enumerate(self.commands) if each.name == name), None)
+
+    def free(self, now: float) -> int | None:
+        """The first agent in the order whose hold has ended, or that has none (None: every
+        agent is held); the holds that ended go."""
+        for index, hold in list(self.holds.items()):
+            if hold.ends is not None and hold.ends <= now:
+                del self.holds[index]
+        return next((index for index in range(len(self.commands)) if index not in self.holds), None)
+
+    def first_free(self) -> Hold | None:
+        """The hold that ends first, as the one wait of SPEC 17 waits it: as a limit when the
+        holds are of mixed kinds. None when every hold is the person's to lift."""
+        waits = [hold for hold in self.holds.values() if hold.wait and hold.ends is not None]
+        if not waits:
+            return None
+        first = min(waits, key=lambda hold: hold.ends or 0)
+        kinds = {hold.wait.kind for hold in waits if hold.wait}
+        return first.replace(wait=first.wait.replace(kind=WAIT_LIMIT)) if len(kinds) > 1 and first.wait \
+            else first
+
+    def held(self, index: int, now: float) -> str:
+        """`claude is limited (five_hour) until 21:03`, `codex cannot authenticate (for the session)`."""
+        hold = self.holds[index]
+        until = " until " + clock_words(hold.ends, now) if hold.ends is not None else " (for the session)"
+        return "%s %s%s" % (self.commands[index].name, hold.why, until)
+
+    def words(self) -> str:
+        """Why the run stops when every hold is the person's to lift (exit 2): each one's."""
+        return "every agent is held: " + "; ".join(hold.words for _, hold in sorted(self.holds.items()))
+
+
 class _Run:
     """One run of the loop: the plan, its state, and where output goes."""
 
@@ -7444,13 +7617,10 @@ class _Run:
     def __init__(self, plan: RunPlan, progress: Progress, guard: SignalGuard,
                  log: SessionLog | None, out: Outlet | None = None,
                  err: Outlet | None = None) -> None:
-        assert plan.agent
         self.plan, self.progress, self.guard, self.log = plan, progress, guard, log
-        self.agent: AgentCommand = plan.agent
+        self.agents = Agents(plan)
         self.state = LoopState()
         self.gates = GateRunner(plan, guard, progress, log, out, err)
-        self.agent_env = _agent_env(plan, self.agent)
-        self.owner = windows_owner(self.agent, self.agent_env)
         self.protected = ProtectedPaths(plan, self.gates.git) if plan.protect else None
         self.keeper = Keeper(plan, self.gates.git, self.gates.session) if Keeper.wanted(plan) else None
         self.notify = Notify(plan, self.gates, log, progress, guard)
@@ -7525,15 +7695,81 @@ class _Run:
                 self.progress.info("Waiting %s before iteration %d"
                                    % (format_budget(round(pause, 1)), following))
             self.wait(pause, "waiting before iteration %d" % following)
+        if self.agents.fallback:
+            return self.take_over(state.finished + 1)
         # After any wait, judged again: another window may hold too (issue 36). The same hold
         # twice means no time passed (a clock that jumped back): the iteration goes on.
-        hold, held = window_hold(state.windows, plan, time.time()), None
+        hold, held = window_hold(self.agents.windows, plan, time.time()), None
         while hold is not None and (hold.message, hold.until) != held:
             if not self.hold(hold, state.finished + 1):
                 return False
             held = (hold.message, hold.until)
-            hold = window_hold(state.windows, plan, time.time())
+            hold = window_hold(self.agents.windows, plan, time.time())
         return True
+
+    # -- when an agent runs out: another takes over (SPEC 23) ---------------------------
+
+    def take_over(self, number: int) -> bool:
+        """Before an attempt, the first agent in the order not held -- the run's own first: the
+        preferred CLI comes back as soon as its hold ends --, its windows judged (a reserve
+        or the pace holds it, and the next takes over at once); with every agent held, one
+        wait until the first is free, or exit 2 when every hold is the person's to lift."""
+        agents = self.agents
+        while True:
+            index = agents.free(time.time())
+            if index is None:
+                if not self.all_held(number):
+                    return False
+                continue
+            if index != agents.now:
+                self.switch(index)
+            hold = window_hold(agents.windows, self.plan, time.time())
+            if hold is None:
+                return True
+            agents.holds[index] = Hold(hold.held(), time.time() + bound_wait(
+                hold, self.plan, 1, 0, 0, time.time()).seconds, hold)
+
+    def give_way(self, hold: Hold, number: int) -> bool:
+        """The agent now is held: the first of the order not held runs the attempt again."""
+        self.agents.holds[self.agents.now] = hold
+        return self.take_over(number)
+
+    def all_held(self, number: int) -> bool:
+        """Every agent is held: one wait until the first is free -- its bounds and on_limit as
+        any wait's (SPEC 17) --, or exit 2 when every hold is the person's to lift."""
+        agents, now = self.agents, time.time()
+        self.switch(None)
+        first = agents.first_free()
+        if first is None or first.wait is None or first.ends is None:
+            return self.stop(STOP_ACCOUNT, agents.words() + self.resume_hint())
+        self.progress.info("Every agent is held: %s." % ", ".join(
+            agents.held(index, now) for index in sorted(agents.holds)))
+        return self.hold(first.wait, number, first.ends - now)
+
+    def switch(self, index: int | None) -> None:
+        """Another agent takes over, or none can (`index` None): said on the terminal, in the
+        log (`switch`: from, to, why and until) and to notify."""
+        agents, now = self.agents, time.time()
+        before, hold = agents.agent, agents.holds.get(agents.now)
+        to = agents.commands[index].name if index is not None else None
+        why = "%s's hold has ended" % to
+        if hold:
+            why = agents.held(agents.now, now)
+        if index is not None:
+            agents.now = index
+            self.state.waits, self.state.waits_since = 0, None  # (its own waits from here)
+            self.progress.info("Switching to %s: %s" % (to, why))
+        if self.log:
+            self.log.event("switch", to=to, why=hold.why if hold else why, back=not hold, **{
+                "from": before.name, "until": iso_time(hold.ends) if hold and hold.ends else None,
+                "wait": hold.wait.kind if hold and hold.wait else None,
+                "kind": hold.wait.name if hold and hold.wait else None})
+        self.notify("switch", "running", why, self.state.finished + 1, self.state,
+                    ROODA_SWITCH_FROM=before.name, ROODA_SWITCH_TO=to or "")
+
+    def resume_hint(self) -> str:
+        """How to go on once the person fixed what stopped the run."""
+        return "; then: " + resume_command(self.log.files, self.plan.cwd) if self.log else ""
 
     # -- one iteration ------------------------------------------------------------------
 
@@ -7560,13 +7796,16 @@ class _Run:
         plan, log = self.plan, self.log
         number = self.state.finished + 1
         cap = plan.max_iterations
-        attempt = _Attempt(number, "%d/%d" % (number, cap) if cap is not None else "%d" % number)
+        agent, state = self.agents.agent, self.state
+        attempt = _Attempt(number, "%d/%d" % (number, cap) if cap is not None else "%d" % number, agent)
         # What an attempt cut short (a limit, an outage, a timeout, a death) left uncommitted.
-        left = self.gates.uncommitted() if self.state.cut_short else []
-        self.state.cut_short = False
-        prompt = build_prompt(plan, self.state.previous, left)
+        left = self.gates.uncommitted() if state.cut_short else []
+        state.cut_short = False
+        before = state.agent_before if state.agent_before not in ("", agent.name) else ""
+        prompt = build_prompt(plan, state.previous, left, before)
+        state.agent_before = agent.name
         size = len(prompt.encode("utf-8"))
-        if any(PROMPT_TOKEN in part for part in self.agent.argv) and size > PROMPT_ARG_LIMIT:
+        if any(PROMPT_TOKEN in part for part in agent.argv) and size > PROMPT_ARG_LIMIT:
             raise RoodaError("the prompt (%d bytes) is too long to pass as one argument with"
                              " {prompt}; use {prompt_file} in the agent command instead" % size)
         # HEAD is read when a git gate or the log needs it; else no git at all.
@@ -7581,22 +7820,22 @@ class _Run:
         attempt.prompt = prompt
         self.progress.info("Iteration %s starting..." % attempt.label)
         if log:
-            log.iteration_start(number, plan.procedure, prompt, self.fragment_names)
+            log.iteration_start(number, plan.procedure, prompt, self.fragment_names, agent.name)
         return attempt
 
     def run_agent_step(self, attempt: _Attempt) -> None:
         """The agent, once; its output read and its usage counted (spent whatever happens
         next, an interruption included)."""
-        plan, label, started = self.plan, attempt.label, attempt.started
+        plan, label, started, agents = self.plan, attempt.label, attempt.started, self.agents
         sinks = (self.gates.stdout_sink, self.gates.stderr_sink, self.gates.log_sink)
-        reader = make_reader(plan, self.agent.format, attempt.prompt, sinks,
+        reader = make_reader(plan, attempt.agent.format, attempt.prompt, sinks,
                              self.log.write_agent_stream if self.log else None, self.progress.warn)
-        env = dict(self.agent_env, ROODA_ITERATION=str(attempt.number))
-        cli = self.agent.cli
+        env = dict(agents.env, ROODA_ITERATION=str(attempt.number))
+        cli = attempt.agent.cli
         left = None if plan.max_cost is None else plan.max_cost - self.state.usage.get("cost_usd", 0)
-        argv, schema = agent_argv(self.agent.argv, cli, left, plan.verdict == "schema")
+        argv, schema = agent_argv(attempt.agent.argv, cli, left, plan.verdict == "schema")
         ticker = self.progress.begin(Activity("agent", since=started, reader=reader, label=label,
-                                              windows=self.state.windows))
+                                              windows=agents.windows))
         try:
             attempt.result = result = run_agent(
                 argv, attempt.prompt, env=env, cwd=plan.cwd, on_stdout=reader.on_stdout,
@@ -7610,7 +7849,8 @@ class _Run:
                     os.unlink(schema)
         readings, attempt.report = left_behind(cli, reader.session, env, reader.finish())
         report = attempt.report
-        note_windows(self.state.windows, list(reader.windows) + readings, self.log, self.owner)
+        note_windows(agents.windows, list(reader.windows) + readings, self.log, agents.owner,
+                     attempt.agent.name)
         if report.usage:
             add_usage(self.state.usage, report.usage)
         if result.interrupted is not None:
@@ -7621,16 +7861,17 @@ class _Run:
         said before it: the iteration runs again and says so again if it was done; verify
         does not judge work the provider cut off), then verify, then git."""
         plan = self.plan
-        problem = take_verdict(attempt, self.agent.cli) if plan.verdict == "schema" else ""
+        cli = attempt.agent.cli
+        problem = take_verdict(attempt, cli) if plan.verdict == "schema" else ""
         if problem and not self.verdict_said:
             self.verdict_said = True
             self.progress.warn("iteration %d: no verdict from the agent (%s); its promise markers, if any,"
                                " decide instead" % (attempt.number, problem))
         result, report = attempt.result, attempt.report
         assert result and report
-        attempt.feedback, attempt.error_kind = report.tail, typed_kind(report, self.agent.cli)[0]
+        attempt.feedback, attempt.error_kind = report.tail, typed_kind(report, cli)[0]
         attempt.trouble = trouble = find_provider_trouble(
-            report, result.exit_code, SIGNAL_SUCCESS in report.signals, time.time(), self.agent.cli)
+            report, result.exit_code, SIGNAL_SUCCESS in report.signals, time.time(), cli)
         self.put_back(attempt)  # (what the agent did to protected paths is undone before anything judges it)
         if not trouble and not attempt.restored and plan.verify and not result.timed_out:
             self.verify(attempt)
@@ -7740,8 +7981,11 @@ class _Run:
         result, report, outcome = attempt.result, attempt.report, attempt.outcome
         assert result and report
         detail = progress.outcome(outcome)
-        if attempt.cause in STOPPING_CAUSES:  # (no failure: the account stops the run, SPEC 15)
-            detail = "%s: the run stops" % progress.outcome(attempt.cause)
+        if attempt.cause in STOPPING_CAUSES:  # (no failure: the account stops the run, or holds its agent)
+            held = "the run stops"
+            if self.agents.fallback:
+                held = "%s is held for the session" % attempt.agent.name
+            detail = "%s: %s" % (progress.outcome(attempt.cause), held)
         elif outcome in FAILING_OUTCOMES:
             detail += ", consecutive: %d/%d" % (self.state.consecutive_failures, plan.failure_threshold)
         self.completed(attempt, detail)
@@ -7786,9 +8030,12 @@ class _Run:
         """What the iteration means for the run: a stop, or on to the next one."""
         state, trouble = self.state, attempt.trouble
         if trouble and trouble.kind in STOPPING_CAUSES:  # (and how to go on once it is fixed)
-            again = "; then: " + resume_command(self.log.files, self.plan.cwd) if self.log else ""
-            return self.stop(STOP_ACCOUNT, account_words(trouble, attempt.error_kind, self.agent.cli,
-                                                         self.agent_env) + again)
+            if self.agents.fallback:  # (SPEC 23: held for the session; another takes over)
+                return self.give_way(Hold(ACCOUNT_HELD[trouble.kind], words=account_words(
+                    trouble, attempt.error_kind, attempt.agent.cli, self.agents.env, attempt.agent.name)),
+                    attempt.number)
+            return self.stop(STOP_ACCOUNT, account_words(trouble, attempt.error_kind, attempt.agent.cli,
+                                                         self.agents.env) + self.resume_hint())
         state.previous = attempt.told()
         if attempt.cause == CAUSE_AGENT and self.plan.on_failure_signal == "stop":
             return self.stop(STOP_HELP, "the agent signalled FAILURE: " + attempt.reason[1]
@@ -7811,17 +8058,23 @@ class _Run:
         self.progress.indented("  %s: %s" % attempt.reason)
         self.log_end(attempt, attempt.outcome)
         state.last_reason = attempt.reason
-        return self.hold(provider_wait(trouble), attempt.number)
+        wait, now = provider_wait(trouble), time.time()
+        # (SPEC 23: a limit holds its agent at once, an outage once rooda's first retry failed too)
+        if self.agents.fallback and (wait.kind == WAIT_LIMIT or state.waits > 1):
+            ends = now + bound_wait(wait, self.plan, state.waits, 0, 0, now).seconds
+            return self.give_way(Hold(wait.held(), ends, wait), attempt.number)
+        return self.hold(wait, attempt.number)
 
-    def hold(self, wait: Wait, number: int) -> bool:
-        """Wait out a limit, an outage, a reserve or the pace (SPEC 13, 15, 18), counted
-        down and interruptible -- or stop with exit 4 when the wait would pass what the
-        run may wait (limit_wait, outage_wait, max_time) or on_limit says stop."""
+    def hold(self, wait: Wait, number: int, seconds: float | None = None) -> bool:
+        """Wait out a limit, an outage, a reserve or the pace (SPEC 13, 15, 18), or `seconds`
+        until the first agent is free (SPEC 23), counted down and interruptible -- or stop
+        with exit 4 when the wait would pass what the run may wait (limit_wait, outage_wait,
+        max_time) or on_limit says stop."""
         state = self.state
         state.waits_since = state.waits_since or time.monotonic()
         now = time.time()
         wait = bound_wait(wait, self.plan, max(state.waits, 1), time.monotonic() - state.waits_since,
-                          state.elapsed(), now)
+                          state.elapsed(), now, seconds)
         if self.log is not None:
             self.log.wait(wait)
         if wait.beyond is not None:
@@ -7900,7 +8153,7 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
     what a session carries over when it goes on (SPEC 16) -- iterations, failures,
     usage, the seconds its runs took."""
     run = _Run(plan, progress, guard, log, out, err)
-    state, agent = run.state, run.agent
+    state, agents = run.state, run.agents
     cap = "unlimited" if plan.max_iterations is None else "max " + plural(plan.max_iterations, "iteration")
     if resumed:
         state.finished, state.failures = resumed["iterations"], resumed["failures"]
@@ -7910,26 +8163,31 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
         state.counts = (said.counts, "before iteration 1") if said and said.counts else None
         state.resumed = resumed  # (the best state goes on, SPEC 22: the Keeper starts from it)
         state.previous, state.cut_short = resumed.get("previous"), True
+        state.agent_before = resumed.get("agent_before") or ""
+        agents.resume(resumed.get("held") or [], time.time())
         state.started -= resumed["seconds"]
         progress.info("Resuming procedure: %s (%s; %s done, %s so far)" % (
             plan.procedure, cap, plural(state.finished, "iteration"), format_duration(resumed["seconds"])))
     else:
         progress.info("Starting procedure: %s (%s)" % (plan.procedure, cap))
-    progress.info("Agent: %s (%s)" % (agent.display(), agent.source))
+    progress.info("Agent: %s (%s)%s" % (agents.agent.display(), agents.agent.source, "".join(
+        "; then " + each.name for each in plan.fallbacks)))
     for warning in warnings:  # (the checks before the run: SPEC 17 rev 6's one registry)
         progress.warn(warning)
     if log:
         log.warn = progress.warn
-        log.session_start(plan, agent, state.started_wall, resumed)
+        log.session_start(plan, agents.agent, state.started_wall, resumed)
     run.notify.guardian(state, run.during, "after iteration %d" % state.finished if state.finished
                         else "before iteration 1")
     # What runs here saw of the windows, while their reset lies ahead: iteration 1 is
     # judged on it (SPEC 18), and `status` shows it.
-    note_windows(state.windows, [(name, reading, time.time()) for name, reading in remembered_windows(
-        plan.log_dir, run.owner, time.time()).items()], log, run.owner)
-    if state.windows:
-        progress.info("Subscription windows: %s (the last readings here)" % windows_words(
-            {name: reading[0] for name, reading in state.windows.items()}))
+    for each, (owner, windows) in enumerate(zip(agents.owners, agents.readings)):
+        note_windows(windows, [(name, reading, time.time()) for name, reading in remembered_windows(
+            plan.log_dir, owner, time.time()).items()], log, owner, agents.commands[each].name)
+        if windows:
+            progress.info("Subscription windows%s: %s (the last readings here)" % (
+                " of " + agents.commands[each].name if agents.fallback else "",
+                windows_words({name: reading[0] for name, reading in windows.items()})))
     try:
         while run.before_iteration() and run.iteration():
             pass
@@ -8024,6 +8282,13 @@ def fate(attempt: Fields) -> tuple:
     return next((row for row in TALLY if attempt["outcome"] in row[1]), TALLY[-1])
 
 
+def agents_of(report: Fields) -> Dict[str, int]:
+    """A session's attempts by agent (SPEC 23), in the order they first ran: {} when one
+    agent made them all (nothing to tell apart)."""
+    counts = collections.Counter(attempt.get("agent") or "?" for attempt in report["attempts"])
+    return dict(counts) if len(counts) > 1 else {}
+
+
 def commit_label(attempt: Fields) -> str:
     """An attempt's commit as a table or a tooltip names it: `1a2b3c4 build 3: add the parser`."""
     done = attempt["commit"]
@@ -8057,8 +8322,11 @@ def glance(report: Fields) -> Fields:
     # (a stopped session's story: the agent's last words beside what to run next, SPEC 19 rev 6)
     said = [a["said"] for a in report["attempts"] if a["said"]][-1:] if status != STATUS_COMPLETED else []
     readings: Dict[str, List[str]] = {}
-    for _, window, used, _ in report["readings"]:
-        readings.setdefault(window, []).append("%d%%" % round(used * 100))
+    several = len({reading[4] for reading in report["readings"]}) > 1  # (each agent's own: SPEC 23)
+    agents = ", ".join("%s %d" % pair for pair in agents_of(report).items())
+    for _, window, used, _, agent in report["readings"]:
+        named = "%s %s" % (agent, WINDOWS[window][0]) if several else WINDOWS[window][0]
+        readings.setdefault(named, []).append("%d%%" % round(used * 100))
     return {"where": "~" + where[len(home):] if where.startswith(home + os.sep) else where,
             "procedure": clean(str(report["procedure"])), "status": status,
             "when": "%s (%s)" % (time.strftime("%b %d %H:%M", time.localtime(started)),
@@ -8066,8 +8334,9 @@ def glance(report: Fields) -> Fields:
             "why": _one_line(report["reason"] or report["activity"] or "", 300),
             "said": _one_line(said[0], 300) if said else "",
             "attempts": tally(report["attempts"]) or "none",
+            "agents": agents and agents + " attempts",  # (`claude 4, codex 7 attempts`: SPEC 23)
             "cost": " · ".join(describe_usage(report["usage"] or {}, brief=True)) or "-",
-            "windows": ", ".join("%s %s" % (WINDOWS[name][0], " → ".join(dict.fromkeys([seen[0], seen[-1]])))
+            "windows": ", ".join("%s %s" % (name, " → ".join(dict.fromkeys([seen[0], seen[-1]])))
                                  for name, seen in sorted(readings.items())),
             "commits": plural(len(report["commits"]), "commit"),  # (set aside: in the tally)
             "guarded": "%d restored" % report["restored"] if report["restored"] else "",
@@ -8080,7 +8349,8 @@ def attempt_rows(report: Fields) -> List[List[str]]:
     or commit --; past LONG_SESSION attempts, a run of plain ones of one outcome is one row
     (`12–340`, `success ×329`), what went wrong, its commits and set-asides each their own."""
     rows: List[List[str]] = []
-    run: List[Fields] = []  # plain attempts of one outcome, not yet written
+    run: List[Fields] = []  # plain attempts of one outcome (and agent), not yet written
+    several = bool(agents_of(report))  # (each attempt's agent named: SPEC 23)
 
     def row(attempts: List[Fields]) -> List[str]:
         first = attempts[0]
@@ -8094,11 +8364,13 @@ def attempt_rows(report: Fields) -> List[List[str]]:
                 format_duration(sum(a["seconds"] for a in attempts)),
                 "%s ×%d" % (first["outcome"], len(attempts)) if many else first["outcome"],
                 format_cost(sum(cost)) if cost else "-",
-                first["reason"] or commit_label(first)]
+                " · ".join(filter(None, (first.get("agent") if several else None,
+                                         first["reason"] or commit_label(first))))]
     long = len(report["attempts"]) > LONG_SESSION
     for attempt in report["attempts"] + [{"outcome": None}]:  # (the last: an end that flushes the run)
         plain = long and not (attempt.get("reason") or attempt.get("commit") or attempt.get("set_aside"))
-        if run and (not plain or run[0]["outcome"] != attempt["outcome"]):
+        kind = (attempt["outcome"], attempt.get("agent"))
+        if run and (not plain or (run[0]["outcome"], run[0].get("agent")) != kind):
             rows.append(row(run))
             run = []
         if plain and attempt["outcome"]:
@@ -8126,7 +8398,8 @@ def report_markdown(reports: Sequence[Fields], now: float) -> str:
     for report in reports:
         row = {key: _md(value) for key, value in glance(report).items()}
         out.append("| **%s** | %s | %s | %s | %s | %s, %s | %s | %s |" % (
-            row["status"], row["where"], row["procedure"], row["when"], row["attempts"], row["cost"],
+            row["status"], row["where"], row["procedure"], row["when"],
+            "<br>".join(filter(None, (row["attempts"], row["agents"]))), row["cost"],
             row["commits"], row["verify"] or "-", "<br>".join(filter(None, (
                 "`%s`" % glance(report)["next"] if row["next"].startswith("cd ") else row["next"], row["why"],
                 "_%s_" % row["said"] if row["said"] else "")))))
@@ -8160,7 +8433,8 @@ def report_text(reports: Sequence[Fields], columns: int = 100) -> str:
     for report in reports:
         row = glance(report)
         out += _fill(" · ".join(filter(None, ("%s in %s" % (row["procedure"], row["where"]), row["when"],
-                                              row["attempts"], row["cost"], row["commits"], row["guarded"]))),
+                                              row["attempts"], row["agents"], row["cost"], row["commits"],
+                                              row["guarded"]))),
                      columns, "%-11s " % row["status"].upper())
         for key, words in (("why", "why"), ("said", "last words"), ("kinds", "kinds"), ("verify", "verify"),
                            ("windows", "windows")):
@@ -8324,7 +8598,7 @@ def _glance_html(reports: Sequence[Fields], first: float) -> List[str]:
             STATUS_LOOK.get(row["status"], "#a05a00"), row["status"]),  # (a status word escapes as itself)
             "%s<br><span class=muted>%s</span>" % (row["where"], row["procedure"]), row["when"],
             row["attempts"] + "".join("<br><span class=muted>%s</span>" % row[key]
-                                      for key in ("guarded", "kinds") if row[key]),
+                                      for key in ("agents", "guarded", "kinds") if row[key]),
             ("num", "%s<br>%s" % (row["cost"], row["commits"])), ("wide", row["verify"] or "-"),
             "<br>".join(filter(None, ("<code>%s</code>" % row["next"] if row["next"] else "",
                                       "<span class=muted>%s</span>" % row["why"] if row["why"] else "",
@@ -8338,7 +8612,7 @@ def _timeline_html(reports: Sequence[Fields], axis: TimeAxis) -> List[str]:
     from html import escape
     lanes, attempts = [], [a for r in reports for a in r["attempts"]]
     for index, report in enumerate(reports):
-        lane = 4 + index * 24
+        lane, several = 4 + index * 24, bool(agents_of(report))  # (each bar names its agent: SPEC 23)
         name = "%s · %s" % (os.path.basename(report["cwd"] or "?"), report["procedure"])
         lanes.append('<text x="0" y="%d" font-size="11">%s</text>' % (lane + 13, escape(name[:40])))
         lanes += [axis.bar(lane, wait["at"], wait["seconds"], WAIT_LOOK[wait["kind"]], "dots",
@@ -8348,8 +8622,9 @@ def _timeline_html(reports: Sequence[Fields], axis: TimeAxis) -> List[str]:
         for a in report["attempts"]:
             said = " ".join(filter(None, [a["outcome"] + ",", format_duration(a["seconds"]), commit_label(a),
                                           a["reason"] or ""]))
+            label = " ".join(filter(None, ("#%d" % a["iteration"], a.get("agent") if several else None)))
             lanes.append(axis.bar(lane, a["at"], a["seconds"], OUTCOME_LOOK.get(a["outcome"], "#d55e00"),
-                                  fate(a)[2], "#%d %s" % (a["iteration"], said), "#%d" % a["iteration"]))
+                                  fate(a)[2], "%s %s" % (label, said), label))
     fates = collections.Counter((fate(a)[0], a["outcome"]) for a in attempts)
     waited = collections.Counter(wait["kind"] for report in reports for wait in report["waits"])
     legend = ["<span>%s %d: %s</span>" % (
@@ -8385,14 +8660,20 @@ def _cost_html(reports: Sequence[Fields], axis: TimeAxis) -> List[str]:
 def _windows_html(reports: Sequence[Fields], axis: TimeAxis) -> List[str]:
     """The windows' utilisation on the night's axis: steps (a reading holds until the
     next, or drops to 0 at its window's reset), the reserve dashed in its window's colour."""
-    colors = dict(zip(sorted(WINDOWS), ("#d55e00", "#0072b2", "#cc79a7")))
     readings = sorted((reading for report in reports for reading in report["readings"]), key=lambda r: r[0])
     kept = {name: part for report in reports for name, part in report["reserve"].items() if _number(part)}
     if not readings:
         return []
+    # A line per window -- and per agent, where several read theirs (SPEC 23) --, each its colour.
+    lanes = sorted({(reading[4] or "", reading[1]) for reading in readings})
+    agents = sorted({agent for agent, _ in lanes})
+    several, palette = len(agents) > 1, ("#d55e00", "#0072b2", "#cc79a7", "#e69f00", "#009e73", "#56b4e9")
+    colors = {(agent, name): palette[(agents.index(agent) * 3 + sorted(WINDOWS).index(name)) % 6]
+              for agent, name in lanes}
     lines = axis.scale((part, "%d%%" % (part * 100)) for part in (0, 0.5, 1))
-    for name, color in colors.items():
-        mine = [(at, used, resets) for at, window, used, resets in readings if window == name]
+    for (agent, name), color in colors.items():
+        mine = [(at, used, resets) for at, window, used, resets, who in readings
+                if (who or "", window) == (agent, name)]
         points: List[Tuple[float, float]] = []
         for (at, used, resets), after in zip(mine, [m[0] for m in mine[1:]] + [axis.last]):
             points += [(at, used), (min(after, resets or after), used)]
@@ -8405,9 +8686,8 @@ def _windows_html(reports: Sequence[Fields], axis: TimeAxis) -> List[str]:
     dashed = "<span>dashed: the reserve kept, in its window's colour</span>" if kept else ""
     return ["<h2>Subscription windows</h2>", axis.chart("Windows' utilisation over the night", 160, lines),
             "<p class=legend>%s%s</p>" % ("".join(
-                "<span>%s %s</span>" % (_swatch(color), WINDOWS[name][0])
-                for name, color in colors.items() if any(reading[1] == name for reading in readings)),
-                dashed)]
+                "<span>%s %s%s</span>" % (_swatch(color), agent + " " if several else "", WINDOWS[name][0])
+                for (agent, name), color in colors.items()), dashed)]
 
 
 def _sessions_html(reports: Sequence[Fields]) -> List[str]:
@@ -8752,6 +9032,7 @@ def plan_run(options: Any, config: Config, procedure_name: str,
     return RunPlan(
         procedure=procedure_name, fragments=fragments, context=_read_context(options.context, cwd),
         max_iterations=max_iterations, signals=signals, agent=agent, env=env, verbosity=verbosity,
+        fallbacks=fallback_agents(config, settings["fallback"]),
         color=_use_color(options.color, sys.stderr), cwd=cwd, sources=sources, gates=gates,
         log_dir=log_dir, settings=settings, argv=tuple(getattr(options, "argv", ())),
         config_files=tuple(os.path.join(cwd, shown) for _, shown in config.files),
@@ -8838,12 +9119,12 @@ class Preflight(Record):
         needs verify: ...`, or `rooda-config.json:3:5: loop.keep: better needs verify: ...`."""
         plan = self.plan
         tier, flag, _ = plan.sources[key]
+        value = _parameter_text(plan.settings[key]).replace(", ", ",")  # (a list as its flag gives it)
         if tier == TIER_FLAG:
-            return ERROR, "config", "%s %s %s" % (flag, _scalar_text(plan.settings[key]), problem)
+            return ERROR, "config", "%s %s %s" % (flag, value, problem)
         own = ("procedures", plan.procedure, key)
         procedure = self.config.data.get("procedures", {}).get(plan.procedure, {})
         path = own if procedure.get(key) is not None else ("loop", key)
-        value = _scalar_text(plan.settings[key])
         where, line, col, message, _ = self.config.problem(path, "%s %s" % (value, problem))
         return ERROR, "config", ":".join(str(part) for part in (where, line, col) if part) + ": " + message
 
@@ -8882,20 +9163,38 @@ def _check_windows(plan: RunPlan, cli: AgentCLI | None, env: Environ) -> Lines:
 
 
 def _check_agent(pre: Preflight) -> Lines:
-    """The agent's program, its CLI's known pitfalls, what verdict: schema, max_cost and the
-    windows can do with it (SPEC 16, 18, 21)."""
+    """The agents' programs -- the run's own, then `fallback`'s (SPEC 23: each a provider's
+    CLI, none twice) --, what verdict: schema, max_cost and the windows can do with them
+    (SPEC 16, 18, 21)."""
     plan, agent = pre.plan, pre.plan.agent
     if not agent:
         return [(ERROR, "agent", str(no_agent_error()))]
-    lines: Lines = [(OK, "agent", "%s (%s)" % (agent.display(), agent.source))]
-    try:
-        check_agent_program(agent)
-    except RoodaError as exc:
-        lines = [(ERROR, "agent", str(exc))]
-    cli, env = agent.cli, dict(pre.env, **agent.env)
-    if plan.verdict == "schema" and not (cli and cli.schema_flag):
+    lines: Lines = []
+    agents = [agent] + plan.fallbacks
+    for each in agents:
+        try:
+            check_agent_program(each)
+            lines.append((OK, "agent", "%s (%s)" % (each.display(), each.source)))
+        except RoodaError as exc:
+            lines.append((ERROR, "agent", str(exc)))
+        lines += _check_windows(plan, each.cli, dict(pre.env, **each.env))
+    known = [alias_definition(pre.config.data.get("ai_cmd_aliases", {}), name) for name in plan.fallback]
+    aliases = list(PRESETS) + list(pre.config.data.get("ai_cmd_aliases", {}))
+    lines += [pre.setting("fallback", "names no agent: %s is neither a preset nor an ai_cmd_aliases"
+                                      " name%s" % (name, did_you_mean(name, aliases)))
+              for name, found in zip(plan.fallback, known) if not found]
+    programs = [os.path.basename(each.argv[0]) for each in agents]
+    for program in sorted(set(programs)):
+        own = " (the run's own agent)" if programs[0] == program else ""
+        if programs.count(program) > 1:
+            lines.append(pre.setting("fallback", "runs %s twice%s: rooda switches between providers' CLIs,"
+                                                 " never between accounts of one" % (program, own)))
+    without = [each.cli.name if each.cli else "this one" for each in agents
+               if not (each.cli and each.cli.schema_flag)]
+    if plan.verdict == "schema" and without:
         lines.append(pre.setting("verdict", "needs an agent CLI with a schema flag (%s), not %s" % (", ".join(
-            row.name for row in AGENT_CLIS if row.schema_flag), cli.name if cli else "this one")))
+            row.name for row in AGENT_CLIS if row.schema_flag), " or ".join(without))))
+    cli = agent.cli
     if plan.max_cost is not None and not getattr(OUTPUT_FORMATS.get(agent.format), "reports_cost", False):
         lines.append((WARNING, "", "max_cost is set, but the agent's output (%s format) reports no cost: the"
                                    " budget cannot be enforced; use --max-time as well" % agent.format))
@@ -8908,27 +9207,28 @@ def _check_agent(pre: Preflight) -> Lines:
             plan.max_time and "max_time %s" % format_budget(plan.max_time),
             plan.max_cost and "max_cost %s, and each iteration gets %s with what is left" % (
                 format_cost(plan.max_cost), cli.budget_flag if cli else ""))))))
-    return lines + _check_windows(plan, cli, env)
+    return lines
 
 
 def _check_cli(pre: Preflight) -> Lines:
-    """The agent CLI's known pitfalls, and who pays (SPEC 16): the first of its credentials
+    """Each agent CLI's known pitfalls, and who pays (SPEC 16): the first of its credentials
     found here."""
-    plan, agent = pre.plan, pre.plan.agent
-    cli = agent.cli if agent else None
-    if not agent or not cli:
-        return []
-    env = dict(pre.env, **agent.env)
-    lines = [(level, "agent", message) for level, applies, message in cli.pitfalls
-             if applies(agent.argv, env, pre.repo is not None)
-             and not (plan.verify and "`verify`" in message)]  # (that advice is taken)
-    paid = cli.paid_by(env)
-    if paid:
-        lines.append((OK, "credentials", "%s found; who pays: %s" % paid))
-    elif cli.credentials:
-        lines.append((WARNING, "credentials", "none of %s found; %s needs %s%s" % (
-            ", ".join(where for where, _ in cli.logins(env)), cli.name, cli.login,
-            " (on macOS a login kept in the keychain is not seen here)" if sys.platform == "darwin" else "")))
+    plan, lines = pre.plan, []
+    for agent in ([plan.agent] if plan.agent else []) + plan.fallbacks:
+        cli, env = agent.cli, dict(pre.env, **agent.env)
+        if not cli:
+            continue
+        lines += [(level, "agent", message) for level, applies, message in cli.pitfalls
+                  if applies(agent.argv, env, pre.repo is not None)
+                  and not (plan.verify and "`verify`" in message)]  # (that advice is taken)
+        paid = cli.paid_by(env)
+        if paid:
+            lines.append((OK, "credentials", "%s found; who pays: %s" % paid))
+        elif cli.credentials:
+            lines.append((WARNING, "credentials", "none of %s found; %s needs %s%s" % (
+                ", ".join(where for where, _ in cli.logins(env)), cli.name, cli.login,
+                " (on macOS a login kept in the keychain is not seen here)"
+                if sys.platform == "darwin" else "")))
     return lines
 
 
@@ -9125,7 +9425,8 @@ def command_run(options: Any, procedure_name: str, positional: str | None,
     plan = plan.replace(repo=repo)
     log = None
     if plan.log_dir is not None:
-        log = SessionLog(plan.log_dir, _display_path(plan.log_dir, plan.cwd), plan.agent.format != "text",
+        structured = any(each.format != "text" for each in [plan.agent] + plan.fallbacks)
+        log = SessionLog(plan.log_dir, _display_path(plan.log_dir, plan.cwd), structured,
                          resumed["session"] if resumed else None, resumed["lock"] if resumed else None)
     err = Outlet(sys.stderr, "stderr")
     # One writer when both are the same terminal or file: two threads would interleave the
@@ -9409,6 +9710,10 @@ def _status_text(summary: Fields, cwd: str, now: float) -> str:
     rows = [("session", _display_path(summary["session"], cwd)), ("procedure", summary["procedure"] or "?"),
             ("ran in", summary["cwd"]),  # (a shared log directory: which repository's it is, SPEC 19 rev 5)
             ("state", states[state]), ("now", summary["activity"]),
+            ("agent", summary["held"] and "%s; held: %s" % (summary["agent"] or "none", "; ".join(
+                "%s %s %s" % (hold["agent"], hold["why"], "until %s" % clock_words(parse_iso_time(
+                    hold["until"]) or now, now) if hold["until"] else "for the session")
+                for hold in summary["held"]))),
             ("iteration", figures and " · ".join(figures) + " so far"), ("reason", summary["reason"]),
             ("last failure", summary["last_failure"] != summary["reason"] and summary["last_failure"]),
             ("verify", verify_course(summary)), ("windows", windows_words({
@@ -9575,7 +9880,7 @@ def command_resume(options: Any) -> int:
     assert files
     # What the session carries over (run_loop): its summary, its base name and lock, the usage known,
     # and what the next attempt is told of (the last counted iteration, else a failing baseline).
-    point = dict(summary, session=files.base, lock=locked, previous=reader.previous,
+    point = dict(summary, session=files.base, lock=locked, previous=reader.previous, agent_before=reader.ran,
                  seconds=summary["elapsed_seconds"] or 0.0,
                  usage={name: value for name, value in (summary["usage"] or {}).items() if value is not None})
     own, at = list(options.argv), 0  # its own options: its words taken out by position, not value

@@ -54,6 +54,11 @@ class FakeAgent:
         with open(os.path.join(self.state, "env-%d.json" % call)) as stream:
             return json.load(stream)
 
+    def cli(self, call):
+        """Which fake CLI (fake_cli) made call N."""
+        with open(os.path.join(self.state, "cli-%d" % call)) as stream:
+            return stream.read()
+
     def argv(self, call):
         with open(os.path.join(self.state, "argv-%d.json" % call)) as stream:
             return json.load(stream)
@@ -137,11 +142,12 @@ def fake_inhibit(tmp_path, monkeypatch):
 
 
 def fake_cli(tmp_path, monkeypatch, name):
-    """An executable called `name` on PATH that is the fake agent (a preset's CLI)."""
+    """An executable called `name` on PATH that is the fake agent (a preset's CLI); each call
+    records which CLI it was (FakeAgent.cli)."""
     bin_dir = tmp_path / "cli-bin"
     bin_dir.mkdir(exist_ok=True)
     script = bin_dir / name
-    script.write_text('#!/bin/sh\nexec "%s" "%s" "$@"\n' % (sys.executable, FAKE_AGENT))
+    script.write_text('#!/bin/sh\nFAKE_AGENT_AS=%s exec "%s" "%s" "$@"\n' % (name, sys.executable, FAKE_AGENT))
     script.chmod(0o755)
     monkeypatch.setenv("PATH", "%s%s%s" % (bin_dir, os.pathsep, os.environ["PATH"]))
 

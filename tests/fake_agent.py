@@ -9,6 +9,7 @@ Environment:
                        ppid-N        its parent's pid (rooda's)
                        time-N        when it started (time.time())
                        argv-N.json   its arguments
+                       cli-N         the CLI it stood in for (FAKE_AGENT_AS, set by fake_cli)
   FAKE_AGENT_SCRIPT  a JSON file: a list of steps, one per call (the last one repeats),
                      or {"steps": [...]}.
 
@@ -67,6 +68,8 @@ def main():
         stream.write(str(os.getppid()))
     with open(os.path.join(state, "argv-%d.json" % call), "w") as stream:
         json.dump(sys.argv[1:], stream)
+    with open(os.path.join(state, "cli-%d" % call), "w") as stream:
+        stream.write(os.environ.get("FAKE_AGENT_AS", ""))  # (which fake CLI on PATH ran it)
 
     steps = [{}]
     script = os.environ.get("FAKE_AGENT_SCRIPT")

@@ -12,9 +12,9 @@ from conftest import ends, interrupt, run_main, session_events, start_rooda, wri
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 EVENT_FIELDS = {
-    "session_start": {"version", "procedure", "agent", "max_iterations", "failure_threshold",
+    "session_start": {"version", "procedure", "agent", "agents", "max_iterations", "failure_threshold",
                       "cwd", "pid", "boot", "pidns", "log", "argv"},
-    "iteration_start": {"iteration", "prompt_sha256", "prompt_bytes", "fragments"},
+    "iteration_start": {"iteration", "agent", "prompt_sha256", "prompt_bytes", "fragments"},
     "gate": {"gate", "command", "exit_code", "seconds", "line", "counts"},  # (line, counts: verify's)
     "iteration_end": {"iteration", "seconds", "exit_code", "signal", "signals", "outcome",
                       "consecutive_failures", "verify", "head_before", "head_after", "output_bytes",
