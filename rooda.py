@@ -123,7 +123,7 @@ COMMANDS = {
     "report": (0, 10000, "report [SESSION...] [--all] [--since WHEN] [--json | --html FILE|- |"
                " --markdown FILE|-] [--log-dir DIR]",
                "--all --json --since --html --markdown --log-dir --config"),
-    "resume": (0, 1, "resume [SESSION] [options]", "run"),
+    "resume": (0, 1, "resume [SESSION] [--answer TEXT|@FILE] [options]", "run --answer"),
     "vendor": (1, 1, "vendor <dir> [--force]", "--force"),
 }
 RESERVED_WORDS = tuple(COMMANDS) + ("help", "version")  # no procedure may take their names
@@ -174,6 +174,9 @@ BACKOFF_CAP_SECONDS = 300.0  # the longest back-off delay between failing iterat
 FEEDBACK_TAIL_BYTES = 2048  # bytes of the previous iteration's output in the next prompt (SPEC 4)
 # The most of an agent's or its CLI's text one line shows: a reason, an excerpt, a message.
 REASON_CHARS = 200
+# What an attempt may leave for the person (SPEC 24): its refused actions and assumptions
+# kept, each at most; the most of a person's answer the next prompt gets.
+DENIED_MOST, ASSUMPTIONS_MOST, ANSWER_BYTES = 20, 20, 8192
 # Largest prompt passed as one argument with {prompt} (ARG_MAX is often 128 KiB per arg).
 PROMPT_ARG_LIMIT = 128 * 1024
 MIN_OUTPUT_BUFFER = 1024  # the smallest max_output_buffer (the Go rooda's floor, SPEC 3 rev 2)
@@ -1146,13 +1149,13 @@ def load_yaml(text: str, path: str = "<string>") -> object:
 # made by the constructors below.
 EV_TEXT, EV_TOOL, EV_TOOL_RESULT, EV_USAGE = "text", "tool", "tool_result", "usage"
 EV_LIMIT, EV_ERROR, EV_NOTICE, EV_RETRY, EV_RESULT = "limit", "error", "notice", "retry", "result"
-EV_WINDOW, EV_SESSION = "window", "session"
+EV_WINDOW, EV_SESSION, EV_DENIED = "window", "session", "denied"
 # The usage figures rooda keeps (SPEC 8 `usage`), each None until the agent reports it.
 USAGE_FIELDS = ("model", "input_tokens", "output_tokens", "cache_read_tokens",
                 "cache_write_tokens", "cost_usd", "turns", "tool_calls")
 # Tool arguments that say most about a call, in the order they are looked for.
 _TELLING_ARGUMENTS = ("command", "cmd", "file_path", "filePath", "path", "absolute_path",
-                      "notebook_path", "pattern", "url", "query", "description", "prompt")
+                      "notebook_path", "pattern", "url", "query", "description", "prompt", "questions")
 
 
 def text_event(text: object, delta: bool = False) -> tuple:
@@ -1257,9 +1260,20 @@ def _tool_detail(arguments: object) -> str:
         value = _mapping(arguments).get(key)
         if isinstance(value, list) and value and all(isinstance(part, str) for part in value):
             value = " ".join(value)
+        if isinstance(value, list) and value and all(isinstance(part, dict) for part in value):
+            value = " ".join(str(part.get("question") or "") for part in value)  # (AskUserQuestion's)
         if isinstance(value, str) and value.strip():
             return _one_line(value)
     return ""
+
+
+def denied_event(tool: object, arguments: object) -> tuple:
+    """An action the CLI refused the agent (SPEC 24): the tool, and a short form of its
+    input -- its most telling argument, else the input itself ("": the call's, if known)."""
+    detail = _tool_detail(arguments)
+    if not detail and arguments:
+        detail = _one_line(json.dumps(arguments, ensure_ascii=False, default=str), 120)
+    return (EV_DENIED, _one_line(str(tool or "tool"), 60), detail)
 
 
 def _unwrap_shell(command: object) -> str:
@@ -1329,7 +1343,8 @@ def _claude_result(event: dict) -> list:
     if total is not None and figures["input_tokens"] is not None and figures["cache_read_tokens"] and \
             figures["input_tokens"] + (figures["output_tokens"] or 0) == total:
         figures["input_tokens"] -= figures["cache_read_tokens"]
-    events = [usage_event(figures)]
+    events = [usage_event(figures)] + [denied_event(denial.get("tool_name"), denial.get("tool_input"))
+                                       for denial in map(_mapping, _list(event.get("permission_denials")))]
     final = _typed(event.get("result"), str)
     if event.get("is_error") is True:
         message = final or "; ".join(str(e) for e in _list(event.get("errors"))) or \
@@ -1366,8 +1381,12 @@ def decode_claude(event: dict) -> list | None:
                 events.append(tool_event(block.get("name"), _tool_detail(block.get("input"))))
         return events
     if kind == "user":
-        return [tool_result_event(_text_of(block.get("content")), block.get("is_error") is True)
-                for block in blocks if block.get("type") == "tool_result"]
+        results = [(_text_of(block.get("content")), block.get("is_error") is True) for block in blocks
+                   if block.get("type") == "tool_result"]
+        # (a tool a headless run has not, AskUserQuestion: a refused action, SPEC 24)
+        missing = [re.search(r"No such tool available: ([\w.-]+)", text) for text, bad in results if bad]
+        return [tool_result_event(text, failed) for text, failed in results] + [
+            denied_event(found.group(1), None) for found in missing if found]
     if kind == "system" and "subtype" in event:
         subtype = event.get("subtype")
         if subtype == "init" and isinstance(event.get("model"), str):
@@ -1412,6 +1431,9 @@ def decode_codex(event: dict) -> list | None:
     if kind == "item.started":
         return [tool_event("shell", _unwrap_shell(item.get("command")))] \
             if item_type == "command_execution" else []
+    if kind == "item.completed" and item.get("status") == "declined":  # (refused: SPEC 24)
+        return [denied_event(item_type, {"command": _unwrap_shell(item.get("command"))} if
+                             item_type == "command_execution" else item)]
     if kind == "item.completed":
         if item_type == "agent_message":
             return [text_event(item.get("text"))]
@@ -1865,11 +1887,15 @@ def preset_format(cli: AgentCLI) -> str:
 VERDICT_STATUSES = ("success", "failure", "continue")
 VERDICT_SCHEMA = {
     "type": "object", "additionalProperties": False,
-    "required": ["status", "summary", "explanation", "next_step"],
+    # (every property required, as strict schemas -- Codex's -- want: an empty one is null or [])
+    "required": ["status", "summary", "explanation", "next_step", "needs", "assumptions"],
     "properties": {"status": {"type": "string", "enum": list(VERDICT_STATUSES)},
                    "summary": {"type": "string", "maxLength": REASON_CHARS},
                    "explanation": {"type": "string"},
-                   "next_step": {"type": ["string", "null"]}}}
+                   "next_step": {"type": ["string", "null"]},
+                   "needs": {"type": ["string", "null"]},  # (SPEC 24: what only the person can do)
+                   "assumptions": {"type": "array", "items": {"type": "string"}}}}
+VERDICT_OPTIONAL = ("needs", "assumptions")  # (a verdict without them is still one: SPEC 24)
 
 
 def verdict_problem(given: object) -> str:
@@ -1877,7 +1903,7 @@ def verdict_problem(given: object) -> str:
     say it validated it); "" for a good one."""
     if not isinstance(given, dict):
         return "not a JSON object"
-    odd = sorted(set(given) ^ set(VERDICT_SCHEMA["required"]))  # type: ignore[call-overload]
+    odd = sorted((set(given) ^ set(VERDICT_SCHEMA["required"])) - set(VERDICT_OPTIONAL))  # type: ignore
     if odd:
         return "%s %s" % ("unknown" if odd[0] in given else "no", _one_line(repr(odd[0]), 60))
     if given["status"] not in VERDICT_STATUSES:
@@ -1887,6 +1913,10 @@ def verdict_problem(given: object) -> str:
         return "summary not one line of at most %d characters" % REASON_CHARS
     if not isinstance(given["explanation"], str) or not isinstance(given["next_step"], (str, type(None))):
         return "explanation or next_step not text"
+    assumptions = given.get("assumptions", [])
+    if not isinstance(given.get("needs"), (str, type(None))) or not isinstance(assumptions, list) or \
+            not all(isinstance(said, str) for said in assumptions):
+        return "needs or assumptions not text"
     return ""
 
 
@@ -3045,18 +3075,26 @@ def signal_markers(signals: Mapping[str, Sequence[str]]) -> List[str]:
 
 
 def build_prompt(plan: RunPlan, previous: Told | Baseline | None, left: Sequence[str] = (),
-                 agent_before: str = "") -> str:
+                 agent_before: str = "", answer: Fields | None = None) -> str:
     """The prompt of the next iteration, with fragments read afresh; `previous`: what it is
     told of the last (or of verify's baseline), `left`: what an attempt cut short left
     uncommitted (`git status --porcelain` lines), `agent_before`: the agent of the last
-    attempt when another runs this one (SPEC 23)."""
+    attempt when another runs this one (SPEC 23), `answer`: the person's answer to its
+    question, given once (SPEC 24)."""
+    told = ""
+    if answer:
+        told = "The person answered your question \"%s\": %s" % (answer["question"], answer["answer"]) \
+            if answer["question"] else "The person says: " + answer["answer"]
     if plan.prompt_file is not None or plan.prompt_text is not None:
         # The Ralph loop `cat PROMPT.md | agent`: the file as it is now, every iteration.
         text = read_text(plan.prompt_file, "prompt file") if plan.prompt_file is not None \
             else plan.prompt_text or ""
-        return ("## CONTEXT\n%s\n\n%s" % ("\n\n".join(plan.context), text)) if plan.context else text
+        context = list(plan.context) + [told] if told else plan.context
+        return ("## CONTEXT\n%s\n\n%s" % ("\n\n".join(context), text)) if context else text
     phases = {phase: read_fragments(plan.fragments[phase], phase) for phase in PHASES}
     feedback = previous.describe(signal_markers(plan.signals)) if plan.feedback and previous else ""
+    if told:  # (first: what the person said is what the agent waited for)
+        feedback = told + ("\n\n" + feedback if feedback else "")
     if plan.feedback and agent_before:
         feedback = "The last attempt was made by another agent CLI (%s); its work is in the files.%s" % (
             agent_before, "\n\n" + feedback if feedback else "")
@@ -4107,6 +4145,7 @@ class StreamReport(Record):
     said: str = ""                  # the agent's last words (text: the output's tail)
     last_text: str = ""             # its final message (text: the last non-empty line)
     answer: object = None           # the object a schema flag asked for, where the CLI says it apart
+    denied: Tuple[Tuple[str, str], ...] = ()  # the actions the CLI refused: (tool, short input)
 
 
 class Reader:
@@ -4227,14 +4266,11 @@ class EventReader(Reader):
     text_open = False              # the last text shown did not end its line
     own_text = b""
 
-    def __init__(self, agent_format: str, scanner: SignalScanner, fallback: TextReader,
-                 show_out: Sink | None, show_err: Sink | None,
-                 log: Sink | None, raw: Sink | None,
-                 cwd: str, warn: Say) -> None:
+    def __init__(self, agent_format: str, scanner: SignalScanner, fallback: TextReader, show_out: Sink | None,
+                 show_err: Sink | None, log: Sink | None, raw: Sink | None, cwd: str, warn: Say) -> None:
         self.format, self.format_name = OUTPUT_FORMATS[agent_format], agent_format
-        # The assistant's text is scanned by `scanner`; the raw bytes by `fallback`, whose
-        # verdict stands when not one line was an event of the format (a wrong format
-        # must not hide SUCCESS).
+        # The assistant's text is scanned by `scanner`; the raw bytes by `fallback`, whose verdict
+        # stands when not one line was an event of the format (a wrong format must not hide SUCCESS).
         self.scanner, self.fallback, self.warn = scanner, fallback, warn
         self.loads, self.raw = json.loads, raw
         self.show, self.show_err = _tee(show_out, log), _tee(show_err, log)
@@ -4244,6 +4280,7 @@ class EventReader(Reader):
         self.partial: Dict[object, dict] = {}  # usage per message, until the run's comes
         self.said = _Tail(8192)             # the assistant's words (for its explanation)
         self.windows: List[tuple] = []
+        self.denied: List[Tuple[str, str]] = []  # the actions the CLI refused (SPEC 24), each once
         self.doing = ("thinking", "", time.monotonic())  # (kind, detail, since): activity_words
         self.rendered = _Tail(fallback.tail.size)  # the readable lines: reasons come from here
         self.on_stdout, self.on_stderr = self.feed, self.feed_stderr
@@ -4386,6 +4423,10 @@ class EventReader(Reader):
             self.windows.append(event[1:] + (time.time(),))  # (logged with the moment it came)
         elif kind == EV_SESSION:
             self.session = event[1]
+        elif kind == EV_DENIED:  # (with the call's argument when the refusal did not say it)
+            refused = (event[1], event[2] or self.last_tool.partition(clean(event[1]) + ": ")[2])
+            if refused not in self.denied and len(self.denied) < DENIED_MOST:
+                self.denied.append(refused)
         elif kind == EV_ERROR:
             _, message, status, kinds = event
             if self.error is None or self.error[0] != message:
@@ -4457,7 +4498,7 @@ class EventReader(Reader):
                             output_bytes=self.fallback.output_bytes, error=self.error,
                             limit=self.limit, cut_short=self.ended is None,
                             usage=usage, notice=self.notice, last_text=self.last_text, answer=self.answer,
-                            said=_decode(self.said.bytes()))
+                            said=_decode(self.said.bytes()), denied=tuple(self.denied))
 
 
 def make_reader(plan: RunPlan, agent_format: str, prompt: str, sinks: Tuple[Any, Any, Any],
@@ -5236,6 +5277,23 @@ def take_verdict(attempt: _Attempt, cli: AgentCLI | None) -> str:
     return problem
 
 
+def for_the_person(verdict: object, words: str, prompt: str) -> Tuple[str | None, List[str]]:
+    """What an attempt leaves for the person (SPEC 24): what only they can do or decide,
+    and what it decided on its own -- its verdict's `needs` and `assumptions`, else its
+    words' lines that begin `NEEDS:` and `ASSUMED:` (not the prompt's own, echoed) --,
+    each one line, cleaned and bounded."""
+    given = _mapping(verdict)
+    needs, assumed = given.get("needs"), _list(given.get("assumptions"))
+    if not set(VERDICT_OPTIONAL) & set(given):
+        own = set(prompt.splitlines())
+        lines = [line.strip() for line in words.splitlines() if line not in own]
+        asked = [line[len("NEEDS:"):] for line in lines if line.startswith("NEEDS:")]
+        needs, assumed = asked[-1] if asked else None, [line[len("ASSUMED:"):] for line in lines
+                                                        if line.startswith("ASSUMED:")]
+    kept = [_one_line(said, REASON_CHARS) for said in assumed]
+    return _one_line(needs, REASON_CHARS) or None, list(dict.fromkeys(filter(None, kept)))[:ASSUMPTIONS_MOST]
+
+
 # ==== 12. Session files ===============================================
 # A session's files (SPEC 8), named, written and read here alone: `.log` for people,
 # `.jsonl` for programs and, with a structured format, `-agent.jsonl`, the agent's raw
@@ -5468,7 +5526,7 @@ class SessionLog:
         if resumed:
             self.event("session_resume", pid=os.getpid(), boot=boot, pidns=pidns, argv=plan.argv,
                        iterations=resumed["iterations"], seconds=round(resumed["seconds"], 3),
-                       usage=resumed["usage"] or None)
+                       usage=resumed["usage"] or None, **resumed.get("answer") or {})  # (SPEC 24)
         else:  # (a prompt read from stdin is kept for `resume`: stdin will not hold it again)
             self.event("session_start", version=__version__, procedure=plan.procedure, agent=list(agent.argv),
                        agents=[agent.name] + [each.name for each in plan.fallbacks],  # (SPEC 23: the order)
@@ -5661,7 +5719,7 @@ SUMMARY_FIELDS = (
     " successes failures limited unavailable elapsed_seconds usage last_event last_event_time waiting_until"
     " waiting_for waiting activity tool_calls tokens consecutive_failures argv cwd skipped_lines baseline"
     " last_verify resumable last_failure windows resets_at kept kept_verify set_aside restored agent"
-    " held").split()
+    " held needs").split()
 
 
 class SessionReader:
@@ -5674,7 +5732,6 @@ class SessionReader:
     commit, the prompt read from stdin, and what the next attempt is told of."""
 
     begun = last_at = ended = prompt = ran = None  # (ran: the agent of the last attempt begun)
-    order: List[str] = []     # its agents' names (SPEC 23): the run's own, then fallback's
     previous: Told | Baseline | None = None  # what the next attempt is told of (resume)
     carried = 0.0
     where: Tuple[object, object] = (None, None)  # the boot and pid namespace of its latest run
@@ -5689,6 +5746,11 @@ class SessionReader:
         self.usage: Fields = {}
         self.windows: Dict[object, Readings] = {}  # each agent's (SPEC 23; None: a log before rev 6)
         self.held: Dict[object, Fields] = {}  # what holds an agent (SPEC 23), by its name
+        # The person's part (SPEC 24): the open question, an account's stop, what was refused, assumed.
+        self.needs: Tuple[str, object] | None = None
+        self.account: str | None = None
+        self.denied: Dict[tuple, Fields] = {}
+        self.assumed: Dict[str, Fields] = {}
         self.events: List[Fields] = []   # (detail) the events, each with `at`, its epoch
         self.attempts: List[Fields] = []
         self.waits: List[Fields] = []
@@ -5736,12 +5798,14 @@ class SessionReader:
                             argv=_typed(event.get("argv"), list), cwd=_typed(event.get("cwd"), str))
         self.reserve = _mapping(event.get("reserve"))
         self.prompt = _typed(event.get("prompt"), str)
-        self.order = [clean(name) for name in _list(event.get("agents")) if isinstance(name, str)]
-        self.summary["agent"] = self.order[0] if self.order else None
+        order = [clean(name) for name in _list(event.get("agents")) if isinstance(name, str)]  # (SPEC 23)
+        self.summary["agent"] = order[0] if order else None
         self.on_session_resume(event, at)
 
     def on_session_resume(self, event: Fields, at: float) -> None:
         self.ended, self.where = None, (event.get("boot"), event.get("pidns"))
+        if event.get("answer"):  # (the person answered: SPEC 24)
+            self.needs = None
         self.summary["pid"] = _typed(event.get("pid"), int)
         self.begun, self.carried = at, _number(event.get("seconds")) or 0.0  # (what a resume carries)
 
@@ -5752,8 +5816,7 @@ class SessionReader:
         self.held.pop(self.ran, None)  # (it runs: nothing holds it)
 
     def on_switch(self, event: Fields, at: float) -> None:
-        """Another agent took over (SPEC 23), or none could (`to` null): what holds the one
-        it took over from, unless it came back to the first in the order."""
+        """Another agent took over (SPEC 23), or none could: what holds the one before."""
         named = [clean(name) if isinstance(name, str) else None
                  for name in (event.get("from"), event.get("to"))]
         if named[0] and not event.get("back"):
@@ -5787,6 +5850,7 @@ class SessionReader:
             summary["kept"], summary["kept_verify"] = event["kept"], summary["last_verify"]
         if self.detail and isinstance(number, int):
             self.attempt(event, number, at)
+        self.for_the_person(event, number, outcome)
         if counted and isinstance(number, int) and event.get("cause") not in STOPPING_CAUSES:
             # (what the next attempt is told of: the last counted; the account's stop was no attempt's)
             source, text = map(str, _list(event.get("feedback")) or ("the agent's", ""))
@@ -5814,6 +5878,19 @@ class SessionReader:
                               "said": _one_line(event.get("said"), REASON_CHARS) or None,
                               "agent": self.summary["agent"],  # (SPEC 23: whose attempt it was)
                               "error_kind": _one_line(event.get("error_kind"), 60) or None})
+
+    def for_the_person(self, event: Fields, number: object, outcome: object) -> None:
+        """What an attempt left for the person (SPEC 24): a question open until a SUCCESS or an answer."""
+        needs = _one_line(event.get("needs"), REASON_CHARS)
+        if needs or outcome == COMPLETED:
+            self.needs = (needs, number) if needs else None
+        if event.get("cause") in STOPPING_CAUSES:
+            self.account = _one_line(event.get("reason"), 1000)
+        for refused in map(_mapping, _list(event.get("denied"))):  # (each once)
+            words = (_one_line(refused.get("tool"), 60), _one_line(refused.get("input"), REASON_CHARS))
+            self.denied.setdefault(words, {"tool": words[0], "input": words[1], "iteration": number})
+        for said in filter(None, [_one_line(said, REASON_CHARS) for said in _list(event.get("assumptions"))]):
+            self.assumed.setdefault(said, {"assumption": said, "iteration": number})
 
     def on_gate(self, event: Fields, at: float) -> None:
         said = Verified.read(event) if event.get("gate") == GATE_VERIFY else None
@@ -5892,6 +5969,7 @@ class SessionReader:
         summary["windows"] = {name: {"utilization": used, "resets_at": iso_time(resets) if resets else None,
                                      "status": status, "threshold": threshold}
                               for name, (used, resets, status, threshold) in windows.items()}
+        summary["needs"] = self.needs[0] if self.needs else None
         summary["held"] = [hold for hold in self.held.values()
                            if hold["until"] is None or (parse_iso_time(hold["until"]) or 0) > self.now]
 
@@ -7450,6 +7528,7 @@ class LoopState:
     resumed: Fields | None = None  # what a session resumed carries over (SPEC 16)
     uncommitted: List[str] = []    # since the last commit, what earlier attempts left: `2 (protected)`
     agent_before = ""              # the agent of the last attempt, named to the next when another runs it
+    answer: Fields | None = None   # the person's answer a resume brought, for the next prompt (SPEC 24)
     counts: tuple | None = None    # the test counts a verify is held to, and since when (SPEC 22)
 
     def __init__(self) -> None:
@@ -7485,6 +7564,8 @@ class _Attempt:
     cause: str | None = None
     reason: Reason | None = None  # the cause in words: ("exit 1", "<its line>")
     explanation = ""                       # the agent's own, when it signalled FAILURE
+    needs: str | None = None               # what only the person can do or decide (SPEC 24)
+    assumptions: List[str] = []            # what it decided on its own
     error_kind: str | None = None          # the typed kind of the error its CLI reported
     restored: Tuple[str, ...] = ()         # the protected paths put back (SPEC 22), and where
     kept_versions: str | None = None       # the agent's versions of them went
@@ -7750,20 +7831,21 @@ class _Run:
         """Another agent takes over, or none can (`index` None): said on the terminal, in the
         log (`switch`: from, to, why and until) and to notify."""
         agents, now = self.agents, time.time()
-        before, hold = agents.agent, agents.holds.get(agents.now)
+        before, held = agents.agent, agents.now in agents.holds
         to = agents.commands[index].name if index is not None else None
-        why = "%s's hold has ended" % to
-        if hold:
-            why = agents.held(agents.now, now)
+        # (coming back: the one it comes back from is not held, it gives way)
+        hold = agents.holds.get(agents.now) or Hold("gives way: %s's hold has ended" % to)
+        why = agents.held(agents.now, now) if held else "%s's hold has ended" % to
+        line = "Switching to %s: %s" % (to, why)
         if index is not None:
             agents.now = index
             self.state.waits, self.state.waits_since = 0, None  # (its own waits from here)
-            self.progress.info("Switching to %s: %s" % (to, why))
+            self.progress.info(line)
         if self.log:
-            self.log.event("switch", to=to, why=hold.why if hold else why, back=not hold, **{
-                "from": before.name, "until": iso_time(hold.ends) if hold and hold.ends else None,
-                "wait": hold.wait.kind if hold and hold.wait else None,
-                "kind": hold.wait.name if hold and hold.wait else None})
+            self.log.text(line + "\n" if index is not None else "")
+            self.log.event("switch", to=to, why=hold.why, back=not held, **{
+                "from": before.name, "until": iso_time(hold.ends) if hold.ends else None,
+                "wait": hold.wait.kind if hold.wait else None, "kind": hold.wait.name if hold.wait else None})
         self.notify("switch", "running", why, self.state.finished + 1, self.state,
                     ROODA_SWITCH_FROM=before.name, ROODA_SWITCH_TO=to or "")
 
@@ -7802,8 +7884,8 @@ class _Run:
         left = self.gates.uncommitted() if state.cut_short else []
         state.cut_short = False
         before = state.agent_before if state.agent_before not in ("", agent.name) else ""
-        prompt = build_prompt(plan, state.previous, left, before)
-        state.agent_before = agent.name
+        prompt = build_prompt(plan, state.previous, left, before, state.answer)
+        state.agent_before, state.answer = agent.name, None  # (the person's answer: once)
         size = len(prompt.encode("utf-8"))
         if any(PROMPT_TOKEN in part for part in agent.argv) and size > PROMPT_ARG_LIMIT:
             raise RoodaError("the prompt (%d bytes) is too long to pass as one argument with"
@@ -7899,8 +7981,9 @@ class _Run:
         if self.keeper and not attempt.set_aside and attempt.outcome not in (LIMITED, UNAVAILABLE):
             attempt.kept = self.keeper.keep("after iteration %d" % attempt.number,
                                             Verified.of(attempt.check) if attempt.check else None)
-        if SIGNAL_FAILURE in report.signals and not attempt.explanation:
-            attempt.explanation = explanation(report.said, plan.signals["failure"])
+        attempt.needs, attempt.assumptions = for_the_person(attempt.verdict, report.said, attempt.prompt)
+        if SIGNAL_FAILURE in report.signals and not attempt.explanation:  # (what it needs, else its words)
+            attempt.explanation = attempt.needs or explanation(report.said, plan.signals["failure"])
         if attempt.cause is not None:
             attempt.reason = cause_words(attempt, plan, self.markers)
             baseline = self.state.baseline
@@ -8107,6 +8190,8 @@ class _Run:
             kept_versions=attempt.kept_versions, set_aside=attempt.set_aside, kept=attempt.kept,
             usage=dict(report.usage) if report.usage else None, verdict=attempt.verdict,
             said=_one_line(report.last_text, REASON_CHARS) or None,  # (its last words, for the morning)
+            needs=attempt.needs, assumptions=attempt.assumptions or None,  # (the person's part: SPEC 24)
+            denied=[{"tool": tool, "input": detail} for tool, detail in report.denied] or None,
             # What the next prompt quotes, and whose it is: a `resume` tells the next attempt too.
             feedback=[attempt.source, clean(_decode(attempt.feedback[-FEEDBACK_TAIL_BYTES:]))]
             if outcome in FAILING_OUTCOMES else None)
@@ -8163,7 +8248,7 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
         state.counts = (said.counts, "before iteration 1") if said and said.counts else None
         state.resumed = resumed  # (the best state goes on, SPEC 22: the Keeper starts from it)
         state.previous, state.cut_short = resumed.get("previous"), True
-        state.agent_before = resumed.get("agent_before") or ""
+        state.agent_before, state.answer = resumed.get("agent_before") or "", resumed.get("answer")
         agents.resume(resumed.get("held") or [], time.time())
         state.started -= resumed["seconds"]
         progress.info("Resuming procedure: %s (%s; %s done, %s so far)" % (
@@ -8240,13 +8325,15 @@ REASON_COLUMN = 47  # where the text table's last column starts (a long reason w
 def next_words(report: Fields, directory: str) -> str:
     """What to run next (SPEC 19 rev 5): for a resumable session, `resume` as it works when
     copied -- in the directory it ran in, with this rooda and its log directory unless
-    that is the default --; for one that aborted, got stuck or stopped in error, the log to
-    read and why; nothing for one that completed or runs."""
+    that is the default -- (with `--answer` when it asks a question: SPEC 24); for one that
+    aborted, got stuck or stopped in error, the log to read and why; nothing for one that
+    completed or runs."""
     files = SessionFiles.of(report["session"])
     if report["state"] in (RUN_RUNNING, RUN_STOPPED) or not files:
         return ""
-    if report["resumable"]:
-        return resume_command(SessionFiles(directory, files.base), report["cwd"] or ".")
+    if report["resumable"] or report["needs"]:
+        return resume_command(SessionFiles(directory, files.base), report["cwd"] or ".") + (
+            ' --answer "…"' if report["needs"] else "")
     if report["status"] in (STATUS_ABORTED, STATUS_STUCK, STATUS_ERROR):
         return "read %s%s" % (files.log, "; the last failure: " + report["last_failure"] if
                               report["last_failure"] else "")
@@ -8270,6 +8357,15 @@ def session_report(path: str, now: float) -> Fields:
     report["error_kinds"] = dict(collections.Counter(a["error_kind"] for a in attempts if a["error_kind"] and
                                                      a["outcome"] not in (SUCCESS, COMPLETED)).most_common())
     report["next"] = next_words(report, os.path.dirname(path))  # (its own folder: one named from elsewhere)
+    # The person's part (SPEC 24): what waits on them -- an open question and how to answer
+    # it, an account's stop, refused actions -- and what was decided without them.
+    asked = reader.needs
+    report["waiting_on_you"] = {
+        "needs": {"text": asked[0], "iteration": asked[1], "answer": report["next"]} if asked else None,
+        "account": reader.account and (report["reason"] if report["status"] == STATUS_ERROR
+                                       else reader.account),
+        "denied": list(reader.denied.values())}
+    report["decided_without_you"] = list(reader.assumed.values())
     return report
 
 
@@ -8380,6 +8476,34 @@ def attempt_rows(report: Fields) -> List[List[str]]:
     return rows
 
 
+def the_persons_part(report: Fields) -> Tuple[List[Tuple[str, str]], List[str]]:
+    """A session's part of Waiting on you -- (words, a command to run or "") -- and of
+    Decided without you, in words (SPEC 24)."""
+    waiting, lines = report["waiting_on_you"], []
+    if waiting["needs"]:
+        asked = waiting["needs"]
+        lines.append(("#%s asks: %s" % (asked["iteration"], asked["text"]), asked["answer"]))
+    if waiting["account"]:
+        lines.append(("its account stopped it: " + waiting["account"], ""))
+    lines += [("#%s was refused %s%s" % (refused["iteration"], refused["tool"], ": " + refused["input"]
+                                         if refused["input"] else ""), "") for refused in waiting["denied"]]
+    return lines, ["#%s %s" % (said["iteration"], said["assumption"])
+                   for said in report["decided_without_you"]]
+
+
+def persons_sections(reports: Sequence[Fields]) -> List[Tuple[str, List[Tuple[str, list]]]]:
+    """Waiting on you and Decided without you (SPEC 24): each with its sessions' lines, a
+    session without any left out, a section without any sessions too."""
+    parts = [(report, the_persons_part(report)) for report in reports]
+    named = [("%s in %s · %s" % (glance(report)["procedure"], glance(report)["where"],
+                                 os.path.basename(report["session"])), part) for report, part in parts]
+    return [(title, rows) for title, rows in (
+        ("Waiting on you", [(name, part[0]) for name, part in named if part[0]]),
+        ("Decided without you", [(name, [(said, "") for said in part[1]])
+                                 for name, part in named if part[1]]))
+        if rows]
+
+
 def _md(text: str) -> str:
     """Text from a log as a Markdown table's cell: markup escaped, `|` and line breaks kept
     from breaking the row."""
@@ -8403,6 +8527,12 @@ def report_markdown(reports: Sequence[Fields], now: float) -> str:
             row["commits"], row["verify"] or "-", "<br>".join(filter(None, (
                 "`%s`" % glance(report)["next"] if row["next"].startswith("cd ") else row["next"], row["why"],
                 "_%s_" % row["said"] if row["said"] else "")))))
+    for title, sessions in persons_sections(reports):  # (SPEC 24: right after the glance)
+        out += ["", "### " + title, ""]
+        for name, rows in sessions:
+            out.append("- **%s**" % _md(name))
+            out += ["  - %s%s" % (_md(words), " — `%s`" % command if command else "")
+                    for words, command in rows]
     for report in reports:
         row = glance(report)
         head = (_md(os.path.basename(report["session"])), _md(row["procedure"]), _md(row["where"]))
@@ -8425,6 +8555,15 @@ def _fill(text: str, columns: int, first: str, indent: int | None = None, cut: b
     return lines or [first]
 
 
+def _command_lines(text: str, columns: int, first: str) -> List[str]:
+    """What to run, after `first`: a command wrapped is continued with a backslash, so that
+    it still works when copied (words that are no command wrap as words)."""
+    command = text.startswith("cd ")
+    lines = _fill(text, columns - 2, first, cut=not command)
+    go_on = " \\" if command else ""
+    return [line + go_on for line in lines[:-1]] + lines[-1:]
+
+
 def report_text(reports: Sequence[Fields], columns: int = 100) -> str:
     """The report for a person on a terminal or in a file (SPEC 19): the total and the glance
     of each session, then each session's attempts, commits and set-asides -- every line
@@ -8440,11 +8579,15 @@ def report_text(reports: Sequence[Fields], columns: int = 100) -> str:
                            ("windows", "windows")):
             if row[key]:
                 out += _fill(row[key], columns, "            %s: " % words)
-        if row["next"]:  # (a command wrapped is continued with a backslash: it still works when copied)
-            command = row["next"].startswith("cd ")
-            lines = _fill(row["next"], columns - 2, "            next: ", cut=not command)
-            go_on = " \\" if command else ""
-            out += [line + go_on for line in lines[:-1]] + lines[-1:]
+        if row["next"]:
+            out += _command_lines(row["next"], columns, "            next: ")
+    for title, sessions in persons_sections(reports):  # (SPEC 24: right after the glance)
+        out += ["", title.upper()]
+        for name, rows in sessions:
+            out += _fill(name, columns, "  ", 4)
+            for words, command in rows:
+                out += _fill(words, columns, "    ", 6) + (
+                    _command_lines(command, columns, "      answer: ") if command else [])
     for report in reports:
         row = glance(report)
         why = ": " + row["why"] if row["why"] else ""
@@ -8478,7 +8621,7 @@ def report_text(reports: Sequence[Fields], columns: int = 100) -> str:
 REPORT_STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:1180px;
 padding:0 1em;color:#1f1f1f;background:#fff}h1{font-size:1.4em;margin:0}
-h2{font-size:1.1em;margin:1.6em 0 .4em}
+h2{font-size:1.1em;margin:1.6em 0 .4em}h3{font-size:1em;margin:.8em 0 .2em}.person li{margin:.2em 0}
 p.total{font-weight:600;margin:.3em 0 1em}table{border-collapse:collapse;width:100%;margin:.3em 0}
 td,th{text-align:left;vertical-align:top;padding:.25em .5em;border-bottom:1px solid #e3e3e3;
 overflow-wrap:anywhere}th{font-weight:600;color:#444}.num{text-align:right;white-space:nowrap}
@@ -8606,6 +8749,19 @@ def _glance_html(reports: Sequence[Fields], first: float) -> List[str]:
     return out + ["</table></section>"]
 
 
+def _persons_html(reports: Sequence[Fields]) -> List[str]:
+    """Waiting on you and Decided without you (SPEC 24): per session, a list."""
+    from html import escape
+    out = []
+    for title, sessions in persons_sections(reports):
+        out.append("<section class=person><h2>%s</h2>" % title)
+        out += ["<h3>%s</h3><ul>%s</ul>" % (escape(name), "".join(
+            "<li>%s%s</li>" % (escape(words), "<br><code>%s</code>" % escape(command) if command else "")
+            for words, command in rows)) for name, rows in sessions]
+        out.append("</section>")
+    return out
+
+
 def _timeline_html(reports: Sequence[Fields], axis: TimeAxis) -> List[str]:
     """One timeline of the night: a lane per session, attempts coloured, labelled and
     hatched by outcome, waits dotted by kind; its legend; printed, the failures listed."""
@@ -8719,8 +8875,8 @@ def report_html(reports: Sequence[Fields], now: float) -> str:
     from html import escape
     first = min([r["at"] for r in reports] or [now])
     axis = TimeAxis(first, max([r["ended"] for r in reports] + [first + 1]))
-    out = _glance_html(reports, first) + _timeline_html(reports, axis) + _cost_html(reports, axis) + \
-        _windows_html(reports, axis) + _sessions_html(reports)
+    out = _glance_html(reports, first) + _persons_html(reports) + _timeline_html(reports, axis) + \
+        _cost_html(reports, axis) + _windows_html(reports, axis) + _sessions_html(reports)
     names = ", ".join(sorted({os.path.basename(r["cwd"] or "?") for r in reports}))
     title = "rooda report: %s, %s" % (names[:80], time.strftime("%b %d", time.localtime(first)))
     return clean('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
@@ -8856,6 +9012,8 @@ def build_parser() -> Any:
     other.add_argument("--html", metavar="FILE", help="report: one page with charts, to FILE (- for stdout)")
     other.add_argument("--markdown", metavar="FILE", help="report: GitHub-flavoured Markdown, to FILE (- for"
                        " stdout), for a CI job's summary")
+    other.add_argument("--answer", metavar="TEXT", help="resume: the person's answer to the agent's question,"
+                       " given to the next prompt once (@FILE reads a file)")
     other.add_argument("--force", action="store_true",
                        help="vendor: replace edited files (each kept as <file>.orig)")
     other.add_argument("-h", "--help", action="store_true", help="show this help")
@@ -9707,13 +9865,15 @@ def _status_text(summary: Fields, cwd: str, now: float) -> str:
     if resets and summary["status"] in (STATUS_LIMITED, STATUS_UNAVAILABLE):  # (from now, read whenever)
         states[state] += "; the limit %s at %s (%s)" % ("resets" if resets > now else "reset", clock_words(
             resets, now), "in " + format_duration(resets - now) if resets > now else "already past")
+    holds = "; ".join("%s %s %s" % (hold["agent"], hold["why"], "until %s" % clock_words(parse_iso_time(
+        hold["until"]) or now, now) if hold["until"] else "for the session") for hold in summary["held"])
     rows = [("session", _display_path(summary["session"], cwd)), ("procedure", summary["procedure"] or "?"),
             ("ran in", summary["cwd"]),  # (a shared log directory: which repository's it is, SPEC 19 rev 5)
             ("state", states[state]), ("now", summary["activity"]),
-            ("agent", summary["held"] and "%s; held: %s" % (summary["agent"] or "none", "; ".join(
-                "%s %s %s" % (hold["agent"], hold["why"], "until %s" % clock_words(parse_iso_time(
-                    hold["until"]) or now, now) if hold["until"] else "for the session")
-                for hold in summary["held"]))),
+            ("question", summary["needs"] and "%s -- answer it: %s --answer \"…\"" % (  # (SPEC 24)
+                summary["needs"], resume_command(SessionFiles.of(summary["session"]) or SessionFiles(
+                    *os.path.split(summary["session"])), summary["cwd"] or cwd))),
+            ("agent", summary["agent"] and summary["agent"] + ("; held: " + holds if holds else "")),
             ("iteration", figures and " · ".join(figures) + " so far"), ("reason", summary["reason"]),
             ("last failure", summary["last_failure"] != summary["reason"] and summary["last_failure"]),
             ("verify", verify_course(summary)), ("windows", windows_words({
@@ -9841,9 +10001,31 @@ def command_report(options: Any) -> int:
     return 0
 
 
+def read_answer(given: str) -> str:
+    """The person's answer (SPEC 24): the text, or @FILE's, cleaned; at most ANSWER_BYTES
+    (a longer one is cut, and said so)."""
+    text: str | None = given
+    if given.startswith("@"):
+        text = _read_file(given[1:]) if os.path.isfile(given[1:]) else None
+    if text is None:
+        raise RoodaError("--answer %s: cannot read %s (no such file, or not readable)" % (given, given[1:]))
+    text = clean(text).strip()
+    if not text:
+        raise UsageError("--answer is empty: give the answer, or @FILE with it")
+    size = len(text.encode("utf-8"))
+    if size > ANSWER_BYTES:
+        sys.stderr.write("WARNING: the answer is %d bytes; the next prompt gets its first %d\n" % (
+            size, ANSWER_BYTES))
+        text = text.encode("utf-8")[:ANSWER_BYTES].decode("utf-8", "ignore")
+    return text
+
+
 def command_resume(options: Any) -> int:
     """`resume [SESSION] [options]`: go on with a session that was interrupted, died, or
-    stopped for the provider, where it was (SPEC 16); options given override its own."""
+    stopped for the provider, where it was (SPEC 16); options given override its own.
+    `--answer`: the person's answer to the agent's open question (SPEC 24), which makes a
+    session that stopped on it resumable too, its failure streak begun anew."""
+    answer = read_answer(options.answer) if options.answer is not None else None
     directory, sessions = _sessions(options)
     here = os.path.realpath(os.getcwd())
     for path in sessions:  # named, or the newest started here: its agent and gates run here
@@ -9869,18 +10051,25 @@ def command_resume(options: Any) -> int:
         raise RoodaError("%s was started in %s; resume it from there" % (shown, summary["cwd"]))
     resumable = summary["resumable"] if summary["resumable"] is not None else summary["status"] in {
         stop.status for stop in STOPS.values() if stop.resumable}  # (a session of an older rooda)
-    if summary["state"] == RUN_ENDED and not resumable:
+    files = SessionFiles.of(path)
+    assert files
+    if summary["state"] == RUN_ENDED and not resumable and summary["needs"] and not answer:
+        raise RoodaError("%s ended %s and asks: %s; answer it: resume %s --answer TEXT" % (
+            shown, summary["status"], summary["needs"], files.base))
+    if summary["state"] == RUN_ENDED and not resumable and not summary["needs"]:
         raise RoodaError("%s ended %s, nothing to resume (%s); start a new run instead" % (
             shown, summary["status"], summary["reason"]))
     argv = [str(word) for word in summary["argv"] or ()]
     if not argv:
         raise RoodaError("%s does not say how it was started (an older rooda wrote it); start a new run"
                          " instead" % shown)
-    files = SessionFiles.of(path)
-    assert files
     # What the session carries over (run_loop): its summary, its base name and lock, the usage known,
     # and what the next attempt is told of (the last counted iteration, else a failing baseline).
+    told = {"question": summary["needs"], "answer": answer} if answer else None
+    if answer:  # (the person's answer starts the failure streak anew)
+        summary["consecutive_failures"] = 0
     point = dict(summary, session=files.base, lock=locked, previous=reader.previous, agent_before=reader.ran,
+                 answer=told,
                  seconds=summary["elapsed_seconds"] or 0.0,
                  usage={name: value for name, value in (summary["usage"] or {}).items() if value is not None})
     own, at = list(options.argv), 0  # its own options: its words taken out by position, not value
@@ -9892,6 +10081,7 @@ def command_resume(options: Any) -> int:
     if again.command in RESERVED_WORDS and again.command not in ("run", "prompt"):
         raise RoodaError("%s was not a run (%s); start a new run instead" % (shown, " ".join(argv)))
     again.argv, again.resumed = argv, point  # (a later resume starts from the session's own argv again)
+    again.answer = None  # (resume's own: the run has it in `resumed`)
     again.prompt_text = reader.prompt
     return dispatch(again)
 

@@ -154,6 +154,8 @@ def test_status_names_the_agent_now_and_each_held_one_with_why_and_until(clis, w
     assert (held["agent"], held["why"], held["wait"]) == ("claude", "is limited (five_hour)", "limit")
     _, out, _ = status(logs)
     assert re.search(r"^agent +codex; held: claude is limited \(five_hour\) until \S+", out, re.M), out
+    log = (logs / os.path.basename(summary["session"]).replace(".jsonl", ".log")).read_text()
+    assert re.search(r"^Switching to codex: claude is limited \(five_hour\) until ", log, re.M)
     # The report: each attempt's agent, and the glance's counts by agent.
     done = run_rooda("report", "--log-dir", logs, "--json", cwd=str(workspace))
     [report] = [json.loads(line) for line in done.stdout.decode().splitlines()]
@@ -181,7 +183,8 @@ def test_the_preferred_agent_comes_back_as_soon_as_its_limit_resets(clis, worksp
     assert "Switching to claude: claude's hold has ended" in lines, lines
     events = session_events(logs)
     back = events_named(events, "switch")[-1]
-    assert (back["from"], back["to"], back["back"], back["until"]) == ("codex", "claude", True, None)
+    assert (back["from"], back["to"], back["why"], back["back"], back["until"]) == (
+        "codex", "claude", "gives way: claude's hold has ended", True, None)
     assert [(e["iteration"], e["agent"]) for e in events_named(events, "iteration_start")] == [
         (1, "claude"), (1, "codex"), (2, "codex"), (3, "claude")]
     # Claude is told that codex made the attempt before (after a success too).

@@ -19,7 +19,7 @@ EVENT_FIELDS = {
     "iteration_end": {"iteration", "seconds", "exit_code", "signal", "signals", "outcome",
                       "consecutive_failures", "verify", "head_before", "head_after", "output_bytes",
                       "reason", "cause", "error_kind", "restored", "kept_versions", "set_aside", "kept", "usage",
-                      "verdict", "feedback", "said"},
+                      "verdict", "feedback", "said", "needs", "assumptions", "denied"},
     "limit": {"wait", "kind", "message", "resets_at", "wait_seconds"},
     "session_end": {"status", "resumable", "reason", "iterations", "succeeded", "failed", "seconds", "exit_code",
                     "usage"},
