@@ -6,13 +6,16 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 
 import rooda
+from test_limits import usage_limit_resetting_in
 from conftest import (STREAMS, ends, fake_cli, progress_lines, replay, run_main, run_rooda, session_events,
-                      start_rooda, status, status_json, write_config)
+                      status, status_json, write_config)
 
 
 @pytest.fixture
@@ -35,16 +38,7 @@ def cli(workspace, agent, *args):
 def limit_in(seconds, workspace, name="limit"):
     """Claude meeting its 5-hour limit (claude-stream-usage-limit.jsonl), its reset `seconds`
     ahead."""
-    lines = []
-    with open(os.path.join(STREAMS, "claude-stream-usage-limit.jsonl")) as stream:
-        for line in stream:
-            event = json.loads(line)
-            if event.get("type") == "rate_limit_event" and event["rate_limit_info"]["status"] == "rejected":
-                event["rate_limit_info"]["resetsAt"] = int(time.time() + seconds)
-            lines.append(json.dumps(event))
-    path = workspace / ("%s-%d.jsonl" % (name, seconds))
-    path.write_text("\n".join(lines) + "\n")
-    return {"actions": [{"out_file": str(path)}], "exit": 1}
+    return usage_limit_resetting_in(seconds, workspace, "%s-%d" % (name, seconds))
 
 
 def windows_at(workspace, seven_day):
@@ -311,8 +305,6 @@ def test_resume_goes_on_with_the_next_agent_while_the_first_is_still_held(clis, 
                 working(), working())
     logs = tmp_path / "logs"
     env = dict(os.environ, **clis.env)
-    import subprocess
-    import sys
     proc = subprocess.Popen([sys.executable, rooda.__file__, "build", "-n", "3", "--ai-cmd-alias", "claude",
                              "--fallback", "codex", "--log-dir", str(logs)], cwd=str(workspace), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -98,8 +98,9 @@ def test_gemini_exit_41_is_an_authentication_failure(workspace, agent, capfd):
 
 # --- waiting: the reset time, the backoff, the bounds ---------------------------------------
 
-def usage_limit_resetting_in(seconds, workspace):
-    """claude-stream-usage-limit.jsonl with its reset moved `seconds` ahead."""
+def usage_limit_resetting_in(seconds, workspace, name="limit"):
+    """claude-stream-usage-limit.jsonl with its reset moved `seconds` ahead (in a file of
+    the workspace called `name`)."""
     lines = []
     with open(os.path.join(STREAMS, "claude-stream-usage-limit.jsonl")) as stream:
         for line in stream:
@@ -107,7 +108,7 @@ def usage_limit_resetting_in(seconds, workspace):
             if event.get("type") == "rate_limit_event" and event["rate_limit_info"]["status"] == "rejected":
                 event["rate_limit_info"]["resetsAt"] = int(time.time() + seconds)
             lines.append(json.dumps(event))
-    path = workspace / "limit.jsonl"
+    path = workspace / ("%s.jsonl" % name)
     path.write_text("\n".join(lines) + "\n")
     return {"actions": [{"out_file": str(path)}], "exit": 1}
 
