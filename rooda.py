@@ -1215,13 +1215,16 @@ def notice_event(message: str, own: bool = True) -> tuple:
     return (EV_NOTICE, message, own)
 
 
+def retry_words(what: str, attempt: object, most: object = None) -> str:
+    """A retry, the CLI's or rooda's own, in one wording (issue 42): `HTTP 529 overloaded ·
+    attempt 3/10`, `in 2m · attempt 2`."""
+    return what + (" · attempt %s%s" % (attempt, "/%s" % most if most else "") if attempt else "")
+
+
 def retry_event(status: object, error: object, attempt: object, most: object) -> tuple:
-    """The CLI retries a model call of its own (until its next event): `HTTP 529
-    overloaded · attempt 3/10`."""
-    words = "%s%s" % ("HTTP %s " % status if status else "", error or "error")
-    if attempt:
-        words += " · attempt %s%s" % (attempt, "/%s" % most if most else "")
-    return (EV_RETRY, words)
+    """The CLI retries a model call of its own (until its next event)."""
+    return (EV_RETRY, retry_words("%s%s" % ("HTTP %s " % status if status else "", error or "error"), attempt,
+                                  most))
 
 
 def result_event(ok: bool, text: str | None = None, answer: object = None) -> tuple:
@@ -5184,7 +5187,8 @@ class Wait(Record):
         """`Usage limit reached (five_hour): <message>; waiting until 21:03 (2h14m).`"""
         head = "%s: %s; " % (self.row.said.replace("%s", self.name), self.words())
         if self.kind == WAIT_OUTAGE:
-            return head + "retrying in %s (attempt %d)." % (format_budget(round(self.seconds)), self.attempt)
+            return head + "retrying %s." % retry_words("in " + format_budget(round(self.seconds)),
+                                                       self.attempt)
         unsaid = "%s, the provider did not say when it resets" % format_budget(round(self.seconds))
         return head + "waiting until %s (%s)." % (clock_words(now + self.seconds, now), format_duration(
             self.seconds) if self.until is not None else unsaid)

@@ -28,7 +28,7 @@ def test_a_claude_529_is_waited_out_and_the_iteration_completes_within_the_cap(w
     assert [agent.env_of(n)["ROODA_ITERATION"] for n in (1, 2, 3)] == ["1", "1", "1"]
     lines = progress_lines(err)
     assert "Iteration 1/1 completed in D (unavailable)" in lines
-    assert "Provider unavailable: API Error: 529 Overloaded; retrying in 1m (attempt 1). kill -TERM %d stops." \
+    assert "Provider unavailable: API Error: 529 Overloaded; retrying in 1m · attempt 1. kill -TERM %d stops." \
         % os.getpid() in lines  # (no terminal here: Ctrl+C would not reach rooda)
     assert "Provider unavailable: " in lines[lines.index("Iteration 1/1 completed in D (unavailable)") + 1]
     assert "Completed: agent signalled SUCCESS (1 iteration, total: D) · 39.2k tokens · $0.20" in lines

@@ -64,7 +64,7 @@ def test_claude_server_errors_are_outages_waited_out(claude, capfd, tmp_path, wa
     first = ends(events)[0]
     assert (first["outcome"], first["cause"], first["error_kind"]) == ("unavailable", "outage", kind)
     [said] = [line for line in err.splitlines() if "retrying in" in line]
-    assert ".;" not in said and "; retrying in 1m (attempt 1)." in said, said  # (it was "errors.; retrying")
+    assert ".;" not in said and "; retrying in 1m · attempt 1." in said, said  # (it was "errors.; retrying")
     assert "  outage (%s): API Error: 5" % kind in err
     assert [e["kind"] for e in events if e["event"] == "limit"] == ["outage"]
     code, out, _ = run_main(capfd, "report", "--log-dir", tmp_path / "logs")  # (it counts them by kind)
@@ -161,7 +161,7 @@ def test_codex_outages_are_waited_out_and_the_run_completes(codex, capfd, tmp_pa
     first = ends(events)[0]
     assert (first["outcome"], first["cause"], first["error_kind"]) == ("unavailable", "outage", kind)
     [said] = [line for line in err.splitlines() if "retrying in" in line]
-    assert ".;" not in said and "; retrying in 1m (attempt 1)." in said, said  # (it was "errors.; retrying")
+    assert ".;" not in said and "; retrying in 1m · attempt 1." in said, said  # (it was "errors.; retrying")
 
 
 @pytest.mark.parametrize("name,kind,wait", [("usage-limit-exceeded-429", "usage_limit_exceeded", True),
