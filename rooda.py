@@ -1387,7 +1387,7 @@ def decode_claude(event: dict) -> list | None:
         results = [(_text_of(block.get("content")), block.get("is_error") is True) for block in blocks
                    if block.get("type") == "tool_result"]
         # (a tool a headless run has not, AskUserQuestion: a refused action, SPEC 24)
-        missing = [re.search(r"No such tool available: ([\w.-]+)", text) for text, bad in results if bad]
+        missing = [re.search(r"No such tool available: ([\w.-]*\w)", text) for text, bad in results if bad]
         return [tool_result_event(text, failed) for text, failed in results] + [
             denied_event(found.group(1), None) for found in missing if found]
     if kind == "system" and "subtype" in event:
@@ -5736,6 +5736,7 @@ class SessionReader:
     commit, the prompt read from stdin, and what the next attempt is told of."""
 
     begun = last_at = ended = prompt = ran = None  # (ran: the agent of the last attempt begun)
+    answered = False  # (a resume brought the person's answer, not yet told to an attempt)
     previous: Told | Baseline | None = None  # what the next attempt is told of (resume)
     carried = 0.0
     where: Tuple[object, object] = (None, None)  # the boot and pid namespace of its latest run
@@ -5808,8 +5809,7 @@ class SessionReader:
 
     def on_session_resume(self, event: Fields, at: float) -> None:
         self.ended, self.where = None, (event.get("boot"), event.get("pidns"))
-        if event.get("answer"):  # (the person answered: SPEC 24)
-            self.needs = None
+        self.answered = bool(event.get("answer"))  # (SPEC 24: once an attempt is told, it is answered)
         self.summary["pid"] = _typed(event.get("pid"), int)
         self.begun, self.carried = at, _number(event.get("seconds")) or 0.0  # (what a resume carries)
 
@@ -5818,6 +5818,8 @@ class SessionReader:
         agent = _typed(event.get("agent"), str)
         self.summary["agent"] = self.ran = agent and clean(agent)
         self.held.pop(self.ran, None)  # (it runs: nothing holds it)
+        if self.answered:  # (what waited on the person is theirs no more)
+            self.needs, self.denied, self.answered = None, {}, False
 
     def on_switch(self, event: Fields, at: float) -> None:
         """Another agent took over (SPEC 23), or none could: what holds the one before."""
@@ -8289,6 +8291,9 @@ def run_loop(plan: RunPlan, progress: Progress, guard: SignalGuard, log: Session
             run.protected.close()  # (its copies go, whatever ended the run)
     if guard.signum is not None and state.status != STATUS_INTERRUPTED:
         run.interrupted(guard.signum, None)  # it came as the run ended: no result overrides it
+    if state.answer:  # (SPEC 24: it never reached an agent -- the question stays open)
+        progress.warn("the answer reached no agent: the run stopped before an iteration began; resume"
+                      " again with --answer (and a higher -n where the cap was reached)")
     closing = _report_end(state, plan, progress)
     if log:
         log.session_end(state, closing)

@@ -101,7 +101,9 @@ def test_claudes_permission_denials_and_a_tool_it_has_not_are_refused_actions(cl
         "questions": [{"question": "Postgres or SQLite?", "header": "DB", "options": []}]}}]}}
     missing = {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "toolu_1",
                                                         "is_error": True, "content": "<tool_use_error>Error: No"
-                                                        " such tool available: AskUserQuestion</tool_use_error>"}]}}
+                                                        " such tool available: AskUserQuestion. AskUserQuestion is"
+                                                        " disabled for this session, in subagents as well as"
+                                                        " here.</tool_use_error>"}]}}  # (2.1.332's words)
     denials = [{"tool_name": "Bash", "tool_use_id": "toolu_2", "tool_input": {"command": "rm -rf build"}},
                {"tool_name": "Write", "tool_use_id": "toolu_3", "tool_input": {"file_path": "/etc/hosts"}}]
     clis.script(claude_says(ask, missing, result=dict(OK_RESULT, result="did a step", permission_denials=denials)))
@@ -229,6 +231,15 @@ def test_resume_answer_gives_the_next_prompt_the_answer_once_and_records_it(clis
                                                         "Postgres 16, the managed one")
     _, out, _ = cli(workspace, clis, "status", "--log-dir", logs)
     assert "question" not in out
+    assert "WAITING ON YOU" not in report(workspace, logs)  # (the person answered: nothing waits)
+
+
+def test_an_answer_no_attempt_received_leaves_the_question_open(clis, workspace, tmp_path):
+    logs = night(clis, workspace, tmp_path)
+    code, _, err = cli(workspace, clis, "resume", "--log-dir", logs, "--answer", "Postgres", "-n", "2")
+    assert code == 0 and "WARNING: the answer reached no agent: the run stopped before an iteration began" in err
+    _, out, _ = cli(workspace, clis, "status", "--log-dir", logs)
+    assert re.search(r"^question +Which database should production use\?", out, re.M), out
 
 
 def test_resume_answer_reads_a_file_and_bounds_a_long_answer(clis, workspace, tmp_path):
