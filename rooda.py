@@ -1218,7 +1218,9 @@ def notice_event(message: str, own: bool = True) -> tuple:
 def retry_words(what: str, attempt: object, most: object = None) -> str:
     """A retry, the CLI's or rooda's own, in one wording (issue 42): `HTTP 529 overloaded ·
     attempt 3/10`, `in 2m · attempt 2`."""
-    return what + (" · attempt %s%s" % (attempt, "/%s" % most if most else "") if attempt else "")
+    if not attempt:
+        return what
+    return "%s · attempt %s%s" % (what, attempt, "/%s" % most if most else "")
 
 
 def retry_event(status: object, error: object, attempt: object, most: object) -> tuple:
