@@ -5868,8 +5868,7 @@ class SessionReader:
                                  next_step=_typed(_mapping(event.get("verdict")).get("next_step"), str))
 
     def attempt(self, event: Fields, number: int, at: float) -> None:
-        """(detail) An attempt as `report` tells it, with its commit: rooda's, or the agent's
-        own (HEAD moved) when rooda made none."""
+        """(detail) An attempt as `report` tells it, with its commit (rooda's, else HEAD's move)."""
         usage, seconds = _mapping(event.get("usage")), _number(event.get("seconds")) or 0.0
         seconds = max(min(seconds, at - (self.begun or at)), 0.0)  # (1e308 is no length: issue 43, 16)
         before, head = (clean(str(event.get(key)))[:12] for key in ("head_before", "head_after"))
@@ -5912,8 +5911,7 @@ class SessionReader:
                                                 "subject": _one_line(event.get("message"))}
 
     def on_limit(self, event: Fields, at: float) -> None:
-        """A wait, or the stop instead of one: when the last limit resets, if it said
-        (`status` words it from now), and (detail) how long it lasted."""
+        """A wait, or the stop instead: when the last limit resets; (detail) how long it lasted."""
         self.summary["resets_at"] = parse_iso_time(event.get("resets_at")) and event["resets_at"]
         wait = _number(event.get("wait_seconds"))
         if self.detail and wait:
@@ -5939,8 +5937,7 @@ class SessionReader:
         self.ended = event
 
     def finish(self) -> None:
-        """What the events left to say: how it ended (or that it runs, or died), its usage
-        and windows."""
+        """What the events left to say: how it ended (or that it runs, or died), its usage."""
         summary, ended, usage = self.summary, self.ended, self.usage
         self.close_wait(self.now)
         if not self.read_whole:  # only what the tail holds: the counts from session_end, else unknown
