@@ -42,6 +42,32 @@ def test_a_conftest_hidden_through_git_info_exclude_is_put_back(workspace, agent
     assert open(os.path.join(end["kept_versions"], "tests", "conftest.py")).read() == "# every failure a pass\n"
 
 
+@pytest.mark.parametrize("layout", ["plain", "vendored"])
+def test_with_the_default_protect_a_file_hidden_through_git_info_exclude_is_put_back(workspace, agent, tmp_path,
+                                                                                     layout):
+    # (seen with the real Claude Code 2.1.332: the root conftest.py the agent hid was no
+    # protected path, so it came back into sight and the next success committed it with the
+    # code it let pass; a person's own untracked file that the agent hid stays)
+    rooda = vendored(workspace) if layout == "vendored" else make_repo(workspace)
+    (workspace / "notes.txt").write_text("the person's")
+    exclude = workspace / ".git" / "info" / "exclude"
+    before = exclude.read_text()
+    agent.script({"actions": [{"write_file": "conftest.py", "text": "# every failure a pass\n"},
+                              {"write_file": "hidden/more.py", "text": "x = 1\n"},
+                              {"write_file": "feature.py", "text": "y = 2\n"},
+                              {"write_file": ".git/info/exclude",
+                               "text": before + "conftest.py\nhidden/\nnotes.txt\n"},
+                              {"out": SUCCESS}]}, {})
+    code, err, [end, *_] = run(workspace, agent, tmp_path, "-n", "2", rooda=rooda)
+    assert (end["outcome"], end["cause"]) == ("failure", "protected"), err
+    assert set(end["restored"]) == {".git/info/exclude", "conftest.py", "hidden"}, end["restored"]
+    assert not (workspace / "conftest.py").exists() and not (workspace / "hidden").exists()
+    assert exclude.read_text() == before and (workspace / "feature.py").exists()  # (its other work stays)
+    assert (workspace / "notes.txt").read_text() == "the person's"
+    assert open(os.path.join(end["kept_versions"], "conftest.py")).read() == "# every failure a pass\n"
+    assert open(os.path.join(end["kept_versions"], "hidden", "more.py")).read() == "x = 1\n"
+
+
 def test_what_git_ignored_before_the_agent_ran_is_left_alone_and_what_it_hid_is_not(workspace, agent, tmp_path):
     make_repo(workspace)
     (workspace / "tests").mkdir()
