@@ -6682,6 +6682,74 @@ def clear_way(cwd: str, path: str, clear: bool = True) -> str:
     return here
 
 
+class GitSettings:
+    """git's configuration keys that run programs or change what git sees (SPEC 22 rev 6:
+    GUARDED_GIT_KEYS), in its config file (`path`, from the run directory; "" outside git):
+    as they stood before an iteration, and set back after it when the agent changed them."""
+
+    def __init__(self, cwd: str, path: str, run_git: RunGit) -> None:
+        self.path, self.where, self.run_git = path, os.path.join(cwd, path), run_git
+        self.then: Tuple[tuple | None, str] = ((), "")  # the file's signature, the keys' values
+
+    def read(self) -> str:
+        """The guarded keys and their values, as `git config` lists them."""
+        return self.run_git(["config", "--local", "--null", "--get-regexp", GUARDED_GIT_KEYS],
+                            finish=True).out
+
+    def changed(self) -> bool:
+        return bool(self.path) and stat_signature(self.where) != self.then[0]
+
+    def record(self) -> None:
+        if self.changed():
+            self.then = (stat_signature(self.where), self.read())
+
+    def restore(self, keep_in: str) -> Tuple[str, ...]:
+        """The keys set back as they were, the agent's kept in `keep_in`; (its file) when
+        they changed, else ()."""
+        now = self.read() if self.changed() else self.then[1]
+        if now == self.then[1]:
+            return ()
+        os.makedirs(keep_in, exist_ok=True)
+        with open(os.path.join(keep_in, "git-config"), "w") as stream:  # (`key value` lines: git's)
+            stream.write("".join(entry.replace("\n", " ", 1) + "\n" for entry in now.split("\0") if entry))
+        pairs = [tuple(entry.split("\n", 1)) for source in (now, self.then[1])
+                 for entry in source.split("\0") if entry]
+        for key in {pair[0] for pair in pairs}:
+            self.run_git(["config", "--local", "--unset-all", key], finish=True)
+        for key, *value in [tuple(entry.split("\n", 1)) for entry in self.then[1].split("\0") if entry]:
+            self.run_git(["config", "--local", "--add", key] + (value or [""]), finish=True)
+        self.then = (stat_signature(self.where), self.then[1])
+        return (self.path,)
+
+
+def listed_files(cwd: str, top: str, listed: Dict[str, tuple], logs: str, hooks: str) -> Iterable[str]:
+    """The files (and links) under a protected directory, from the run directory; a
+    directory's listing (kept in `listed`) read again only when the directory changed: a
+    scan is each side of every iteration. Not into `.git` nor the log directory; not git's
+    sample `hooks`, which never run (one renamed to run changes its directory)."""
+    pending = [top]
+    while pending:
+        folder = pending.pop()
+        try:
+            info = os.lstat(os.path.join(cwd, folder))
+            if not stat.S_ISDIR(info.st_mode):
+                continue
+            signature = (info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+            seen = listed.get(folder)
+            if not seen or seen[0] != signature:
+                with os.scandir(os.path.join(cwd, folder)) as entries:
+                    seen = listed[folder] = (signature, [(entry.name, entry.is_dir(follow_symlinks=False))
+                                                         for entry in entries])
+        except OSError:
+            continue
+        here = folder + "/" if folder else ""
+        for name, is_dir in seen[1]:
+            if not is_dir and not (folder == hooks and name.endswith(".sample")):
+                yield here + name
+            elif is_dir and name != ".git" and here + name + "/" != logs:
+                pending.append(here + name)
+
+
 class ProtectedPaths:
     """The paths the agent may not change (SPEC 22 `protect`): `:rooda` -- rooda's own
     directory when it lies inside the run directory (less the log directory), or its own
@@ -6696,7 +6764,6 @@ class ProtectedPaths:
     then, is left alone; nothing is written or removed through a link, nor outside the run
     directory (but in git's own directory)."""
 
-    config: Tuple[tuple | None, str] = ((), "")  # git's config file: its signature, the guarded keys then
     since = 0                                    # when the attempt began (record), in ns
 
     def __init__(self, plan: RunPlan, run_git: RunGit) -> None:
@@ -6751,6 +6818,7 @@ class ProtectedPaths:
             self.trees.add(self.git[0])
             self.files.add(self.git[1])
             self.prefix = os.path.relpath(self.cwd, self.repo.top).replace(os.sep, "/") + "/"
+        self.settings = GitSettings(self.cwd, self.git[2], run_git)
         # The ignore files above what is protected, from the repository's top (what git reads).
         self.above = sorted({"/".join(parts[:index] + [".gitignore"]) for path in self.trees | self.roots |
                              self.files for parts in [posixpath.normpath(self.prefix + path).split("/")[:-1]]
@@ -6764,8 +6832,8 @@ class ProtectedPaths:
             if os.path.islink(os.path.join(self.cwd, top)):
                 self.files.add(top)  # (a directory the agent made a link: a link, not what it leads to)
                 continue
-            whole = top in self.trees  # (else a glob's root: only what the globs match)
-            self.files.update(path for path in self.walk(top) if whole or self.globs.match(path))
+            found_here = listed_files(self.cwd, top, self.listed, self.logs, self.git[0])
+            self.files.update(path for path in found_here if top in self.trees or self.globs.match(path))
         # (each path from the run directory's descriptor, without a join: a scan each side of
         # every iteration, in the loop's own time -- make bench row 2)
         where = os.open(self.cwd, os.O_RDONLY) if os.lstat in os.supports_dir_fd else None
@@ -6785,44 +6853,12 @@ class ProtectedPaths:
                 os.close(where)
         return found
 
-    def walk(self, top: str) -> Iterable[str]:
-        """The files (and links) under a protected directory, from the run directory; a
-        directory's listing read again only when the directory changed. Not into `.git`
-        nor the log directory; not git's sample hooks, which never run (one renamed to run
-        changes its directory)."""
-        pending = [top]
-        while pending:
-            folder = pending.pop()
-            try:
-                info = os.lstat(os.path.join(self.cwd, folder))
-                if not stat.S_ISDIR(info.st_mode):
-                    continue
-                signature = (info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
-                listed = self.listed.get(folder)
-                if not listed or listed[0] != signature:
-                    with os.scandir(os.path.join(self.cwd, folder)) as entries:
-                        listed = self.listed[folder] = (signature, [
-                            (entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries])
-            except OSError:
-                continue
-            here = folder + "/" if folder else ""
-            for name, is_dir in listed[1]:
-                if not is_dir and not (folder == self.git[0] and name.endswith(".sample")):
-                    yield here + name
-                elif name != ".git" and here + name + "/" != self.logs:
-                    pending.append(here + name)
-
     @staticmethod
     def copy(source: str, copy: str) -> None:
         """A file (a link as a link) copied with its metadata, its directories made."""
         import shutil
         os.makedirs(os.path.dirname(copy), exist_ok=True)
         shutil.copy2(source, copy, follow_symlinks=False)
-
-    def settings(self) -> str:
-        """git's guarded configuration keys and their values, as `git config` lists them."""
-        return self.run_git(["config", "--local", "--null", "--get-regexp", GUARDED_GIT_KEYS],
-                            finish=True).out
 
     def record(self) -> None:
         """Before an iteration: a copy of each protected file that changed since the last,
@@ -6847,9 +6883,7 @@ class ProtectedPaths:
                 self.rules = {path: text for path in self.above
                               for text in [_read_file(os.path.join(self.repo.top, path))] if text is not None}
                 self.signatures = signatures
-            config = stat_signature(os.path.join(self.cwd, self.git[2]))
-            if self.git[2] and config != self.config[0]:
-                self.config = (config, self.settings())
+            self.settings.record()
         self.seen, self.since = now, time.time_ns()
 
     def ignored_before(self, paths: List[str]) -> set:
@@ -6889,9 +6923,8 @@ class ProtectedPaths:
                 changed.append(path)
         # git's own first: the rules a file the agent made is judged by are then as they were
         own = [path for path in changed if self.git[0] and path.startswith(self.git[:2])]
-        rules = own or stat_signature(os.path.join(self.cwd, self.git[2])) != self.config[0]
-        hid = self.ignored_now() if self.git[2] and rules else set()
-        settings = self.restore_settings(keep_in)
+        hid = self.ignored_now() if own or self.settings.changed() else set()
+        settings = self.settings.restore(keep_in)
         self.put_back(own, keep_in)
         # What the attempt made and hid with the rules it wrote (info/exclude, core.excludesFile),
         # visible again now they are put back: put back too (a conftest.py it hid: SPEC 22 rev 6).
@@ -6912,9 +6945,7 @@ class ProtectedPaths:
 
     def made_now(self, path: str) -> bool:
         """Whether the attempt made or changed a path (its change time is the attempt's)."""
-        with _suppress(OSError):
-            return os.lstat(os.path.join(self.cwd, path)).st_ctime_ns >= self.since
-        return False
+        return (stat_signature(os.path.join(self.cwd, path)) or (0, 0, 0))[2] >= self.since
 
     def put_back(self, paths: List[str], keep_in: str) -> None:
         """Each path as it was, the agent's version kept first in `keep_in`."""
@@ -6945,26 +6976,6 @@ class ProtectedPaths:
         if path.startswith(self.git[:2]) and self.git[0]:
             return os.path.join(self.cwd, path)
         return clear_way(self.cwd, path, clear)
-
-    def restore_settings(self, keep_in: str) -> Tuple[str, ...]:
-        """git's guarded configuration set back as it was (the agent's kept); (its file) when
-        it changed, else ()."""
-        if not self.git[2] or stat_signature(os.path.join(self.cwd, self.git[2])) == self.config[0]:
-            return ()
-        now = self.settings()
-        if now == self.config[1]:
-            return ()
-        os.makedirs(keep_in, exist_ok=True)
-        with open(os.path.join(keep_in, "git-config"), "w") as stream:  # (`key value` lines: git's)
-            stream.write("".join(entry.replace("\n", " ", 1) + "\n" for entry in now.split("\0") if entry))
-        pairs = [tuple(entry.split("\n", 1)) for source in (now, self.config[1])
-                 for entry in source.split("\0") if entry]
-        for key in {pair[0] for pair in pairs}:
-            self.run_git(["config", "--local", "--unset-all", key], finish=True)
-        for key, *value in [tuple(entry.split("\n", 1)) for entry in self.config[1].split("\0") if entry]:
-            self.run_git(["config", "--local", "--add", key] + (value or [""]), finish=True)
-        self.config = (stat_signature(os.path.join(self.cwd, self.git[2])), self.config[1])
-        return (self.git[2],)
 
     def uncommit(self, paths: Sequence[str], before: str | None, warn: Say) -> None:
         """A protected change the agent committed itself (it moved HEAD) undone on the branch
