@@ -27,7 +27,8 @@ the same run:
      HTML page: each under a second, the page under 2 MB
  10. what keeping the night's work honest costs per iteration (SPEC 22), rooda vendored
      in the 300-file repository of row 2 with `verify: true`: neither guard, `protect`
-     with its default (:rooda), and `keep: better` (a git snapshot per iteration)
+     with its default (:rooda, :agent and git's own files), and `keep: better` (a git snapshot
+     per iteration)
 
 Standard library, and the tests' conftest (so pytest) for reading the process table;
 never fails on a figure (machines are noisy): it prints them. `--quick` uses fewer runs
@@ -538,7 +539,7 @@ def row_guards(rounds, work):
     times = interleaved(commands, rounds)
     per = {name: (times["%s_%d" % (name, count + 1)] - times["%s_1" % name]) / count * 1000 for name in configs}
     print("10. the guards (SPEC 22)  per iteration, verify: true, neither guard  %6.1f ms" % per["neither"])
-    print("                         protect: [\":rooda\"] (the default)        %6.1f ms  (+%.1f ms)"
+    print("                         protect's default (:rooda, :agent, git) %6.1f ms  (+%.1f ms)"
           % (per["protect"], per["protect"] - per["neither"]))
     print("                         keep: better (and protect)              %6.1f ms  (+%.1f ms)"
           % (per["better"], per["better"] - per["neither"]))
