@@ -7749,7 +7749,7 @@ class Agents:
         if not waits:
             return None
         first = min(waits, key=lambda hold: hold.ends or 0)
-        kinds = {hold.wait.kind for hold in waits if hold.wait}
+        kinds = {hold.wait.kind if hold.wait else CAUSE_AUTH for hold in self.holds.values()}  # (logins too)
         return first.replace(wait=first.wait.replace(kind=WAIT_LIMIT)) if len(kinds) > 1 and first.wait \
             else first
 
@@ -8702,8 +8702,8 @@ padding:0 1em;color:#1f1f1f;background:#fff}h1{font-size:1.4em;margin:0}
 h2{font-size:1.1em;margin:1.6em 0 .4em}h3{font-size:1em;margin:.8em 0 .2em}.person li{margin:.2em 0}
 p.total{font-weight:600;margin:.3em 0 1em}table{border-collapse:collapse;width:100%;margin:.3em 0}
 td,th{text-align:left;vertical-align:top;padding:.25em .5em;border-bottom:1px solid #e3e3e3;
-overflow-wrap:anywhere}th{font-weight:600;color:#444;overflow-wrap:normal}.num{text-align:right;white-space:nowrap}
-.word{overflow-wrap:normal}
+overflow-wrap:anywhere}th{font-weight:600;color:#444;overflow-wrap:normal}
+.num{text-align:right;white-space:nowrap}.word{overflow-wrap:normal}
 .badge{display:inline-block;padding:0 .45em;border-radius:3px;color:#fff;font-weight:600;font-size:.85em;
 white-space:nowrap}code{font-size:.9em;overflow-wrap:anywhere}.muted{color:#666}tr.bad td{background:#fff4ee}
 table.att{table-layout:fixed}svg{width:100%;height:auto;display:block}.legend span{margin-right:1.1em;

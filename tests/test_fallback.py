@@ -359,3 +359,14 @@ def test_doctor_checks_every_agent_in_the_list(clis, workspace, tmp_path):
     text = out + err
     assert code != 0 and "agent program 'gemini' not found on PATH" in text, text
     assert re.search(r"codex exec", text) and re.search(r"claude (-p|--print)", text), text
+
+
+def test_a_login_and_an_outage_held_are_waited_as_a_limit(clis, workspace, tmp_path, capfd, clock):
+    # (SPEC 23: holds of mixed kinds are waited as a limit -- on_limit: stop stops then, exit 4)
+    clis.script(replay("claude-error-auth-401.jsonl", 1), replay("codex-error-unavailable-503.jsonl", 1),
+                replay("codex-error-unavailable-503.jsonl", 1))
+    write_config(workspace, {"loop": {"on_limit": "stop"}})
+    code, _, err = run_main(capfd, "build", "--ai-cmd-alias", "claude", "--fallback", "codex",
+                            "--log-dir", tmp_path / "logs")
+    assert code == 4 and called(clis) == ["claude", "codex", "codex"], err
+    assert "Every agent is held: claude cannot authenticate (for the session), codex is unavailable until" in err
