@@ -108,6 +108,7 @@ CONFIG_NAMES = ("rooda-config.json", "rooda-config.yml", "rooda-config.yaml")
 PHASES = ("observe", "orient", "decide", "act")  # the four OODA phases, in prompt order
 # How much a run says on stderr (-q, default, -v), and SPEC 2's --log-level words (the Go rooda's).
 QUIET, NORMAL, VERBOSE = 0, 1, 2
+VERBOSITY = ("quiet", "normal", "verbose")  # (their names, as `config` shows them)
 LOG_LEVELS = {"debug": VERBOSE, "info": NORMAL, "warn": QUIET, "error": QUIET}
 # The commands: (fewest words, most words, usage, the options it takes -- `run`: those of a
 # run, for a command that plans one -- of which an option no other command takes is its
@@ -8254,7 +8255,9 @@ class _Run:
             self.notify("iteration_end", outcome, reason or "", attempt.number, self.state)
         if not self.log or not result or not report:
             return  # (interrupted before the agent started: no iteration to end)
-        repo, verify = self.plan.repo, {None: None, True: "pass", False: "fail"}[attempt.verified]
+        repo, verify = self.plan.repo, None
+        if attempt.verified is not None:
+            verify = "pass" if attempt.verified else "fail"
         self.log.iteration_end(
             iteration=attempt.number, seconds=round(time.monotonic() - attempt.started, 3),
             exit_code=result.exit_code, signal=result.killed_by, signals=sorted(report.signals),
@@ -9297,7 +9300,7 @@ def plan_listing(plan: RunPlan, cwd: str) -> List[Tuple[str, object, tuple]]:
     rows: List[Tuple[str, object]] = [("max_iterations", plan.max_iterations)]
     rows += [(setting.key, plan.settings[setting.key]) for setting in SETTINGS if setting.key not in
              ("default_max_iterations", "iteration_mode", "log_level", "show_ai_output", "log_dir")]
-    rows += [("verbosity", ("quiet", "normal", "verbose")[plan.verbosity]),
+    rows += [("verbosity", VERBOSITY[plan.verbosity]),
              ("agent", plan.agent.display() if plan.agent else None),
              ("log_dir", _display_path(plan.log_dir, cwd) if plan.log_dir else None)]
     rows += [(phase, _plain_fragments(plan.fragments[phase], cwd))

@@ -58,7 +58,8 @@ def test_no_conditional_expression_is_nested_in_another():
 
 def disguised_conditionals(source):
     """The lines of conditionals written as arithmetic or indexing (SPEC 17 rev 6: plain
-    statements): `text * bool(x)`, `text * (a > b)`, `text * (not x)`, `(a, b)[flag]`."""
+    statements): `text * bool(x)`, `text * (a > b)`, `text * (not x)`, `(a, b)[flag]`,
+    `("quiet", "normal", "verbose")[level]`, `{True: "pass", False: "fail"}[passed]`."""
     import ast
     found = []
     for node in ast.walk(ast.parse(source)):
@@ -69,8 +70,12 @@ def disguised_conditionals(source):
                     isinstance(side, ast.Call) and getattr(side.func, "id", "") == "bool")
                 if truth:
                     found.append(node.lineno)
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 2 \
-                and not isinstance(node.slice, ast.Slice):
+        chosen = isinstance(node, ast.Subscript) and not isinstance(node.slice, (ast.Slice, ast.Constant))
+        if chosen and isinstance(node.value, ast.Tuple):  # (a literal tuple picked from by a value)
+            found.append(node.lineno)
+        if chosen and isinstance(node.value, ast.Dict) and any(  # (a dict keyed by truth values)
+                isinstance(key, ast.Constant) and (key.value is None or isinstance(key.value, bool))
+                for key in node.value.keys):
             found.append(node.lineno)
     return sorted(set(found))
 
@@ -78,6 +83,8 @@ def disguised_conditionals(source):
 def test_no_conditional_is_disguised_as_arithmetic_or_indexing():
     assert disguised_conditionals('x = ", %d skipped" % n * bool(n)\ny = ("a", "b")[flag]\n') == [1, 2]
     assert disguised_conditionals('x = "s" * (n > 1)\ny = "-" * 80\nz = (a, b)[0:1]\n') == [1]
+    assert disguised_conditionals('x = ("q", "n", "v")[level]\ny = {None: 0, True: 1}[ok]\nz = {"s": 1}[u]\n') \
+        == [1, 2]
     assert disguised_conditionals(source()) == []
 
 
